@@ -1,0 +1,248 @@
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Locker is what packages ginlock, cronlock and otellock accept. [*Client]
+// implements it.
+type Locker interface {
+	Lock(ctx context.Context, key string, opts ...LockOption) (context.Context, UnlockFunc, error)
+	TryLock(ctx context.Context, key string, opts ...LockOption) (context.Context, UnlockFunc, error)
+}
+
+// UnlockFunc releases one hold level. It is safe to call from any
+// goroutine and with a cancelled context around: the Redis call runs
+// without the caller's cancellation, bounded by a timeout of its own.
+//
+// It returns nil when Redis confirmed the release, [ErrNotHeld] when it was
+// already called (Redis is not touched again), [ErrLost] when the lease had
+// been lost before, or the Redis error (the lease then lapses by itself).
+// Afterwards the level's lock context is cancelled.
+type UnlockFunc func() error
+
+// Client takes locks on one Redis deployment. It is safe for concurrent
+// use. Create it with [New] and call [Client.Close] when done.
+type Client struct {
+	rdb     redis.UniversalClient
+	cfg     config
+	sharded bool   // Redis Cluster: sharded pub/sub
+	publish string // PUBLISH or SPUBLISH, run by release.lua
+	id      string // random; every owner is id:seq
+	seq     atomic.Uint64
+
+	life      context.Context // cancelled by Close
+	stop      context.CancelFunc
+	closeOnce sync.Once
+	wg        sync.WaitGroup // the Client's goroutines
+	wd        *watchdog
+	wt        *waiters
+}
+
+var _ Locker = (*Client)(nil)
+
+// New returns a Client that takes locks on rdb: a [*redis.Client], a
+// [*redis.ClusterClient] (sharded pub/sub is used for wake-ups) or any
+// other [redis.UniversalClient] whose commands reach one Redis deployment.
+// The Client does not own rdb: Close leaves it open.
+//
+// Defaults: lease [DefaultLease] (30 s) renewed by the watchdog every 10 s,
+// key prefix [DefaultPrefix], no observer. New makes no Redis call; it
+// returns an error wrapping [ErrInvalid] for a nil rdb or a bad option.
+//
+// New starts one goroutine, the watchdog, which ends at Close.
+func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
+	if isNil(rdb) {
+		return nil, invalidf("nil Redis client")
+	}
+	cfg := config{lease: DefaultLease, prefix: DefaultPrefix}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("lock: owner id: %w", err)
+	}
+	c := &Client{
+		rdb:     rdb,
+		cfg:     cfg,
+		publish: "PUBLISH",
+		id:      hex.EncodeToString(id[:]),
+	}
+	c.life, c.stop = context.WithCancel(context.Background())
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		c.sharded, c.publish = true, "SPUBLISH"
+	}
+	c.wd = newWatchdog(c)
+	c.wt = newWaiters(c)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.wd.run()
+	}()
+	return c, nil
+}
+
+func isNil(rdb redis.UniversalClient) bool {
+	switch r := rdb.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return r == nil
+	case *redis.ClusterClient:
+		return r == nil
+	case *redis.Ring:
+		return r == nil
+	}
+	return false
+}
+
+// Close cancels the contexts of all locks still held with cause
+// [ErrClosed], stops renewing their leases (they lapse within one lease
+// unless unlocked), wakes every waiting Lock with ErrClosed and waits for
+// the Client's goroutines to end. Unlock functions keep working after
+// Close. Later calls of Lock, TryLock and Close return ErrClosed.
+func (c *Client) Close() error {
+	first := false
+	c.closeOnce.Do(func() {
+		c.stop()
+		first = true
+	})
+	if !first {
+		return ErrClosed
+	}
+	c.wd.closeAll()
+	c.wt.close()
+	c.wg.Wait()
+	return nil
+}
+
+func (c *Client) closed() bool { return c.life.Err() != nil }
+
+// Lock blocks until key is held, ctx is done, or the wait limit set with
+// [WithMaxWait] passes.
+//
+// If ctx already holds key (it was returned by Lock or TryLock of this
+// Client for key, or derives from such a context), Lock re-enters: the hold
+// count in Redis goes up and nothing waits. Goroutines started with a held
+// context act for the holder. Any other context contends, even one that
+// holds other keys or shares a parent with the holder.
+//
+// While waiting, Lock does not poll: it wakes when the holder's release is
+// announced over pub/sub or when the holder's lease would end, whichever
+// comes first.
+//
+// On success the returned context derives from ctx, carries the ownership
+// and is cancelled with cause [ErrLost] if the lease is lost, [ErrClosed]
+// at Close, and when unlock is called; the returned [UnlockFunc] releases
+// this one hold level.
+//
+// Errors: [ErrNotObtained] (as a [*NotObtainedError]) when the wait limit
+// passed, joined with ctx.Err() when ctx ended the wait; [ErrInvalid] for an
+// empty or oversized key or a bad option; [ErrClosed] after Close;
+// [ErrLost] when re-entering a hold whose lease is gone; otherwise the
+// Redis error.
+func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (context.Context, UnlockFunc, error) {
+	return c.acquire(ctx, key, false, opts)
+}
+
+// TryLock makes one attempt: it returns [ErrNotObtained] (as a
+// [*NotObtainedError] carrying the holder's remaining lease) at once if
+// another owner holds key. Otherwise it behaves as [Client.Lock],
+// re-entry included; [WithMaxWait] is ignored.
+func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (context.Context, UnlockFunc, error) {
+	return c.acquire(ctx, key, true, opts)
+}
+
+func (c *Client) acquire(ctx context.Context, key string, try bool, opts []LockOption) (context.Context, UnlockFunc, error) {
+	start := time.Now()
+	outer := findLevel(ctx, c, key)
+	a := Acquire{Key: key, Try: try, Reentrant: outer != nil}
+	obs := c.cfg.observer
+	obsCtx := ctx
+	if obs != nil {
+		obsCtx = obs.AcquireStarted(ctx, a)
+	}
+	lvl, err := c.obtain(ctx, key, try, opts, outer, start)
+	if obs != nil {
+		a.Wait, a.Err, a.Outcome = time.Since(start), err, outcomeOf(err)
+		if lvl == nil {
+			obs.AcquireEnded(obsCtx, a, nil)
+		} else {
+			a.Token = lvl.h.token
+			lvl.ctx = obs.AcquireEnded(obsCtx, a, lvl.ctx)
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return lvl.ctx, lvl.unlock, nil
+}
+
+func outcomeOf(err error) Outcome {
+	switch {
+	case err == nil:
+		return OutcomeAcquired
+	case !errors.Is(err, ErrNotObtained):
+		return OutcomeError
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return OutcomeCanceled
+	}
+	var e *NotObtainedError
+	if errors.As(err, &e) && e.timedOut {
+		return OutcomeTimeout
+	}
+	return OutcomeBusy
+}
+
+// obtain validates the call, then re-enters outer or takes key afresh.
+func (c *Client) obtain(ctx context.Context, key string, try bool, opts []LockOption, outer *level, start time.Time) (*level, error) {
+	lc := lockConfig{lease: c.cfg.lease}
+	for _, o := range opts {
+		o(&lc)
+	}
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if err := lc.validate(); err != nil {
+		return nil, err
+	}
+	if c.closed() {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, errors.Join(&NotObtainedError{Key: key}, err)
+	}
+	if outer != nil {
+		return outer.h.enter(ctx)
+	}
+	h := c.newHold(ctx, key, lc)
+	res, err := h.attempt(ctx)
+	if err == nil && !res.ok && !try {
+		res, err = c.wt.wait(ctx, h, lc, res.remaining, start)
+	}
+	switch {
+	case err != nil:
+		return nil, err
+	case !res.ok:
+		return nil, &NotObtainedError{Key: key, RemainingLease: res.remaining}
+	}
+	return h.start(ctx, res)
+}
+
+func (c *Client) newOwner() string {
+	return c.id + ":" + strconv.FormatUint(c.seq.Add(1), 10)
+}

@@ -1,0 +1,59 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+func TestClose(t *testing.T) {
+	mr, rdb := newMini(t)
+	before := goleak.IgnoreCurrent()
+	c, err := lock.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	held, unlock := mustLock(t, c, ctx, "k")
+	done, waiting := lockAsync(c, ctx, "k")
+	for mr.PubSubNumSub("lockkit:{k}:released")["lockkit:{k}:released"] != 1 {
+		time.Sleep(time.Millisecond)
+	}
+
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if cause := context.Cause(held); cause != lock.ErrClosed {
+		t.Fatalf("held ctx cause = %v, want ErrClosed", cause)
+	}
+	within(t, done, time.Second, "waiter woken by Close")
+	if !errors.Is(waiting.err, lock.ErrClosed) {
+		t.Fatalf("waiting Lock = %v, want ErrClosed", waiting.err)
+	}
+	// What runs now is miniredis serving the pool's connections.
+	goleak.VerifyNone(t, before,
+		goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer"),
+		goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2"))
+
+	if _, _, err := c.Lock(ctx, "x"); !errors.Is(err, lock.ErrClosed) {
+		t.Fatalf("Lock after Close = %v", err)
+	}
+	if _, _, err := c.TryLock(ctx, "x"); !errors.Is(err, lock.ErrClosed) {
+		t.Fatalf("TryLock after Close = %v", err)
+	}
+	if err := c.Close(); !errors.Is(err, lock.ErrClosed) {
+		t.Fatalf("second Close = %v", err)
+	}
+	// Unlock still releases, so others need not wait for the lease.
+	if err := unlock(); err != nil {
+		t.Fatalf("unlock after Close: %v", err)
+	}
+	if mr.Exists("lockkit:{k}") {
+		t.Fatal("key kept by unlock after Close")
+	}
+}

@@ -1,0 +1,58 @@
+// Package lock is a reentrant distributed lock on Redis whose ownership
+// travels in a [context.Context] and whose lease is kept alive by a
+// watchdog.
+//
+// Take a lock, do the work with the returned context, unlock:
+//
+//	locker, err := lock.New(rdb) // rdb is a *redis.Client or *redis.ClusterClient
+//	if err != nil { ... }
+//	defer locker.Close()
+//
+//	ctx, unlock, err := locker.Lock(ctx, "orders:42")
+//	if err != nil { ... }      // lock.ErrNotObtained, a Redis error, ...
+//	defer unlock()
+//	pay(ctx)                   // ctx is cancelled with cause lock.ErrLost if the lease is lost
+//
+// # Ownership
+//
+// The context returned by [Client.Lock] holds the key, and so does every
+// context derived from it: passing it to another goroutine lets that
+// goroutine act for the holder, the Go form of "the same thread". Locking
+// the same key again with a holding context re-enters: the hold count goes
+// up and nothing waits. Any other context contends for the key. Each
+// [UnlockFunc] releases one hold level; only the outermost deletes the key.
+//
+// # Leases and loss
+//
+// A lock lives in Redis for a lease (30 s by default) that one watchdog
+// goroutine per [Client] renews every third of it, in batches. The holder
+// tracks the lease's validity with its monotonic clock; when Redis reports
+// the key gone, or no renewal is confirmed before the validity ends, the
+// lock context is cancelled with cause [ErrLost], before Redis could hand
+// the key to anyone else. Check [context.Cause] to tell a lost lock from a
+// cancelled request. If the caller's context ends, renewal stops and the
+// lease lapses within one lease time, so a forgotten unlock never holds a
+// key forever.
+//
+// # Waiting
+//
+// Waiters do not poll: they sleep until the holder's release is announced
+// over Redis pub/sub (sharded pub/sub on Redis Cluster) or its lease would
+// end, whichever comes first.
+//
+// # Fencing tokens
+//
+// Every new acquisition of a key gets a number larger than all before it
+// ([FencingToken]). Pass it to storage that rejects writes carrying a
+// smaller token than it has seen, and a holder that was paused past its
+// lease can do no harm. Tokens cost one small Redis string per key ever
+// locked, kept without expiry.
+//
+// # Redis data
+//
+// For key K and prefix P (default "lockkit") the Client uses the hash
+// P:{K} (owner → hold count, with the lease as TTL), the counter
+// P:{K}:fence and the channel P:{K}:released, where braces and '%' in K are
+// escaped and keys over 128 bytes are replaced by their SHA-256 digest. All
+// three share one hash tag, so locks work unchanged on Redis Cluster.
+package lock

@@ -1,0 +1,62 @@
+package lock
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrNotObtained is returned by [Client.TryLock] when another owner holds
+	// the key, and by [Client.Lock] when the wait limit passed or the
+	// caller's context ended first. In the latter case the error also
+	// matches ctx.Err(). Use [errors.As] with [*NotObtainedError] to read the
+	// holder's remaining lease.
+	ErrNotObtained = errors.New("lock: not obtained")
+
+	// ErrNotHeld is returned by an [UnlockFunc] that was already called. The
+	// second call does not touch Redis.
+	ErrNotHeld = errors.New("lock: not held")
+
+	// ErrLost is the cause of a lock context that was cancelled because its
+	// lease ended or could no longer be proven: the lock key was deleted or
+	// taken over, Redis did not confirm a renewal before the validity ran
+	// out, or a fixed lease expired. An [UnlockFunc] of a lost hold also
+	// returns ErrLost.
+	ErrLost = errors.New("lock: lease lost")
+
+	// ErrClosed is returned by a [Client] after [Client.Close], and is the
+	// cause of the contexts of locks still held when Close was called.
+	ErrClosed = errors.New("lock: client closed")
+
+	// ErrInvalid is wrapped by every error about a bad argument: an empty or
+	// oversized key, a nil Redis client, a lease or wait that is zero,
+	// negative or too short.
+	ErrInvalid = errors.New("lock: invalid argument")
+)
+
+// NotObtainedError tells why a lock was not obtained. It matches
+// [ErrNotObtained] with [errors.Is].
+type NotObtainedError struct {
+	// Key is the key that was asked for.
+	Key string
+	// RemainingLease is the holder's remaining lease as Redis reported it at
+	// the last attempt, or 0 when it is not known.
+	RemainingLease time.Duration
+
+	timedOut bool // Lock's wait limit passed
+}
+
+func (e *NotObtainedError) Error() string {
+	if e.RemainingLease > 0 {
+		return fmt.Sprintf("lock: not obtained: %q is held (lease ends in %v)", e.Key, e.RemainingLease)
+	}
+	return fmt.Sprintf("lock: not obtained: %q is held", e.Key)
+}
+
+// Is reports whether target is [ErrNotObtained].
+func (e *NotObtainedError) Is(target error) bool { return target == ErrNotObtained }
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}

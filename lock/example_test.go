@@ -1,0 +1,77 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+func Example() {
+	mr, _ := miniredis.Run() // an embedded Redis; use your own in production
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	locker, err := lock.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	ctx, unlock, err := locker.Lock(context.Background(), "orders:42")
+	if err != nil {
+		panic(err)
+	}
+	defer unlock()
+	token, _ := lock.FencingToken(ctx, "orders:42")
+	fmt.Println("held:", lock.Held(ctx, "orders:42"), "token:", token)
+	// Output: held: true token: 1
+}
+
+func ExampleClient_TryLock() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker, _ := lock.New(rdb)
+	defer locker.Close()
+
+	_, unlock, _ := locker.Lock(context.Background(), "report")
+	defer unlock()
+
+	// Another request, with its own context, does not wait.
+	_, _, err := locker.TryLock(context.Background(), "report")
+	var busy *lock.NotObtainedError
+	if errors.As(err, &busy) {
+		fmt.Println("busy for up to", busy.RemainingLease)
+	}
+	// Output: busy for up to 30s
+}
+
+func ExampleClient_Lock_reentry() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker, _ := lock.New(rdb)
+	defer locker.Close()
+
+	ctx, unlock, _ := locker.Lock(context.Background(), "account:7")
+	// A function called with the held context may lock the key again
+	// without waiting; each unlock releases one level.
+	inner, unlockInner, _ := locker.Lock(ctx, "account:7")
+	fmt.Println(lock.Held(inner, "account:7"))
+	_ = unlockInner()
+	fmt.Println(lock.Held(ctx, "account:7"))
+	_ = unlock()
+	fmt.Println(lock.Held(ctx, "account:7"))
+	// Output:
+	// true
+	// true
+	// false
+}

@@ -1,0 +1,122 @@
+package lock
+
+import (
+	"strings"
+	"time"
+)
+
+const (
+	// DefaultLease is the lease a lock gets when neither [WithDefaultLease]
+	// nor a [LockOption] sets one. The watchdog renews it every third of it.
+	DefaultLease = 30 * time.Second
+
+	// MinLease is the shortest lease accepted: below it the drift allowance
+	// and one round trip leave no time to renew.
+	MinLease = 20 * time.Millisecond
+
+	// MaxKeyLen is the longest key accepted, in bytes. Keys longer than 128
+	// bytes are stored under a SHA-256 digest, so Redis key size stays
+	// bounded whatever the key.
+	MaxKeyLen = 64 << 10
+
+	// DefaultPrefix starts every Redis key and channel a Client uses.
+	DefaultPrefix = "lockkit"
+
+	// releaseTimeout bounds the Redis call of an unlock, which runs without
+	// the caller's cancellation so that a cancelled request still releases.
+	releaseTimeout = 5 * time.Second
+)
+
+// Option configures a [Client]; pass options to [New].
+type Option func(*config)
+
+type config struct {
+	lease    time.Duration
+	prefix   string
+	observer Observer
+}
+
+// WithDefaultLease sets the lease of locks that do not choose one with
+// [WithLease] or [WithFixedLease]. Default [DefaultLease] (30 s); at least
+// [MinLease].
+func WithDefaultLease(d time.Duration) Option { return func(c *config) { c.lease = d } }
+
+// WithPrefix sets the namespace that starts every Redis key and channel
+// the Client uses, so that applications sharing a Redis keep apart. Default
+// [DefaultPrefix]. It must not be empty nor contain '{' or '}'. Clients
+// that should exclude each other must use the same prefix.
+func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// WithObserver makes the Client report what it does to o, for tracing and
+// metrics (see package otellock). Default: no observer.
+func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
+
+func (c *config) validate() error {
+	if err := checkLease(c.lease); err != nil {
+		return err
+	}
+	if c.prefix == "" || strings.ContainsAny(c.prefix, "{}") {
+		return invalidf("prefix %q must be non-empty and contain no '{' or '}'", c.prefix)
+	}
+	return nil
+}
+
+// LockOption configures one [Client.Lock] or [Client.TryLock] call.
+type LockOption func(*lockConfig)
+
+type lockConfig struct {
+	lease   time.Duration
+	fixed   bool
+	maxWait time.Duration // 0: wait until ctx is done
+	waitSet bool
+}
+
+// WithLease sets the lease of this lock: Redis keeps the key at most this
+// long after the last renewal, so a crashed holder frees it within d. The
+// watchdog renews the lease every d/3 while the lock is held. At least
+// [MinLease]; default the Client's (see [WithDefaultLease]).
+func WithLease(d time.Duration) LockOption {
+	return func(c *lockConfig) { c.lease, c.fixed = d, false }
+}
+
+// WithFixedLease holds the lock for at most d with no watchdog: the key
+// expires d after it was taken unless unlocked before. The lock context is
+// cancelled with cause [ErrLost] when the lease's validity ends. At least
+// [MinLease].
+func WithFixedLease(d time.Duration) LockOption {
+	return func(c *lockConfig) { c.lease, c.fixed = d, true }
+}
+
+// WithMaxWait limits how long [Client.Lock] waits for the key; after d it
+// returns [ErrNotObtained]. Default: wait until the context is done. It must
+// be positive. [Client.TryLock] ignores it.
+func WithMaxWait(d time.Duration) LockOption {
+	return func(c *lockConfig) { c.maxWait, c.waitSet = d, true }
+}
+
+func checkLease(d time.Duration) error {
+	if d < MinLease {
+		return invalidf("lease %v is shorter than the minimum %v", d, MinLease)
+	}
+	return nil
+}
+
+func (c *lockConfig) validate() error {
+	if err := checkLease(c.lease); err != nil {
+		return err
+	}
+	if c.waitSet && c.maxWait <= 0 {
+		return invalidf("wait limit %v must be positive", c.maxWait)
+	}
+	return nil
+}
+
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return invalidf("empty key")
+	case len(key) > MaxKeyLen:
+		return invalidf("key of %d bytes is longer than the maximum %d", len(key), MaxKeyLen)
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// waiters lets Lock calls sleep until a release is announced. Subscriptions
+// are shared per Client and reference-counted per key: on a single Redis
+// one pub/sub connection carries every channel; on Redis Cluster each
+// waited-for key gets a sharded subscription on the node owning its slot.
+type waiters struct {
+	c      *Client
+	mu     sync.Mutex // also serialises (un)subscribe commands
+	queues map[string]*queue
+	shared *redis.PubSub // single Redis: made on first use
+	closed bool
+}
+
+// queue holds the waiters of one key in this process. Only the waiter
+// holding gate talks to Redis, so a release does not send every local
+// waiter at Redis at once; the others follow it in turn.
+type queue struct {
+	channel   string
+	refs      int
+	gate      chan struct{} // capacity 1: the waiter that holds it tries
+	ready     chan struct{} // closed when Redis confirmed the subscription
+	readyOnce sync.Once
+	wake      chan struct{} // capacity 1: a release (or resubscription) happened
+	ps        *redis.PubSub // Redis Cluster: this key's own subscription
+}
+
+func newWaiters(c *Client) *waiters {
+	return &waiters{c: c, queues: make(map[string]*queue)}
+}
+
+// wait blocks until h's key is taken for h's owner, ctx is done, the wait
+// limit passes or the Client closes. remaining is the holder's lease as the
+// last attempt saw it; the waiter tries again when it runs out even if no
+// release is announced, so a lost message delays it, never strands it.
+func (w *waiters) wait(ctx context.Context, h *hold, lc lockConfig, remaining time.Duration, start time.Time) (attemptResult, error) {
+	var limit <-chan time.Time
+	if lc.waitSet {
+		t := time.NewTimer(lc.maxWait - time.Since(start))
+		defer t.Stop()
+		limit = t.C
+	}
+	notObtained := func(err error, timedOut bool) (attemptResult, error) {
+		e := &NotObtainedError{Key: h.key, RemainingLease: remaining, timedOut: timedOut}
+		if err == nil {
+			return attemptResult{}, e
+		}
+		return attemptResult{}, errors.Join(e, err)
+	}
+
+	q := w.join(h.rk.channel)
+	defer w.leave(q)
+	select {
+	case q.gate <- struct{}{}:
+	case <-ctx.Done():
+		return notObtained(ctx.Err(), false)
+	case <-limit:
+		return notObtained(nil, true)
+	case <-w.c.life.Done():
+		return attemptResult{}, ErrClosed
+	}
+	defer func() { <-q.gate }()
+
+	ready := q.ready
+	retry := time.NewTimer(retryAfter(remaining))
+	defer retry.Stop()
+	for {
+		select {
+		case <-ready:
+			ready = nil // subscribed: try, a release may have come before
+		case <-q.wake:
+		case <-retry.C:
+		case <-ctx.Done():
+			return notObtained(ctx.Err(), false)
+		case <-limit:
+			return notObtained(nil, true)
+		case <-w.c.life.Done():
+			return attemptResult{}, ErrClosed
+		}
+		select {
+		case <-q.wake: // this attempt sees every release announced so far
+		default:
+		}
+		res, err := h.attempt(ctx)
+		if err != nil || res.ok {
+			return res, err
+		}
+		remaining = res.remaining
+		retry.Reset(retryAfter(remaining))
+	}
+}
+
+// retryAfter is when to try again without a release message: just after
+// the holder's lease ends. A key without TTL (not written by lockkit) is
+// retried every second.
+func retryAfter(remaining time.Duration) time.Duration {
+	if remaining <= 0 {
+		return time.Second
+	}
+	return remaining + time.Millisecond
+}
+
+// join adds a waiter for channel, subscribing when it is the first.
+func (w *waiters) join(channel string) *queue {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.queues[channel]; q != nil {
+		q.refs++
+		return q
+	}
+	q := &queue{
+		channel: channel,
+		refs:    1,
+		gate:    make(chan struct{}, 1),
+		ready:   make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+	}
+	w.queues[channel] = q
+	if w.closed {
+		return q
+	}
+	ctx := w.c.life
+	if w.c.sharded {
+		q.ps = w.c.rdb.SSubscribe(ctx, channel)
+		w.listen(q.ps)
+		return q
+	}
+	if w.shared == nil {
+		w.shared = w.c.rdb.Subscribe(ctx)
+		w.listen(w.shared)
+	}
+	// An error here is a broken connection: the PubSub subscribes again when
+	// it reconnects, and until then the waiter retries when leases end.
+	_ = w.shared.Subscribe(ctx, channel)
+	return q
+}
+
+// leave removes a waiter, unsubscribing when it was the last.
+func (w *waiters) leave(q *queue) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q.refs--; q.refs > 0 {
+		return
+	}
+	delete(w.queues, q.channel)
+	if w.closed {
+		return
+	}
+	if q.ps != nil {
+		_ = q.ps.Close()
+		return
+	}
+	_ = w.shared.Unsubscribe(w.c.life, q.channel)
+}
+
+// listen dispatches what ps receives until ps is closed. Called with w.mu
+// held.
+func (w *waiters) listen(ps *redis.PubSub) {
+	ch := ps.ChannelWithSubscriptions()
+	w.c.wg.Add(1)
+	go func() {
+		defer w.c.wg.Done()
+		for msg := range ch {
+			w.dispatch(msg)
+		}
+	}()
+}
+
+func (w *waiters) dispatch(msg any) {
+	var channel string
+	subscribed := false
+	switch m := msg.(type) {
+	case *redis.Message:
+		channel = m.Channel
+	case *redis.Subscription:
+		if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
+			return
+		}
+		channel, subscribed = m.Channel, true
+	default:
+		return
+	}
+	w.mu.Lock()
+	q := w.queues[channel]
+	w.mu.Unlock()
+	if q == nil {
+		return
+	}
+	if subscribed {
+		// Also after a reconnection: releases may have been missed.
+		q.readyOnce.Do(func() { close(q.ready) })
+	}
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close closes every subscription; their listeners then end.
+func (w *waiters) close() {
+	w.mu.Lock()
+	w.closed = true
+	var all []*redis.PubSub
+	if w.shared != nil {
+		all = append(all, w.shared)
+	}
+	for _, q := range w.queues {
+		if q.ps != nil {
+			all = append(all, q.ps)
+		}
+	}
+	w.mu.Unlock()
+	for _, ps := range all {
+		_ = ps.Close()
+	}
+}

@@ -1,0 +1,135 @@
+package lock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// waitSubscribed waits until Redis reports n subscribers on key's release
+// channel, so a test knows the waiter is asleep.
+func waitSubscribed(t *testing.T, rdb *redis.Client, key string, n int64) {
+	t.Helper()
+	ch := "lockkit:{" + key + "}:released"
+	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(5 * time.Millisecond) {
+		m, err := rdb.PubSubNumSub(context.Background(), ch).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m[ch] == n {
+			return
+		}
+	}
+	t.Fatalf("no %d subscribers on %s", n, ch)
+}
+
+// lockAsync runs Lock in a goroutine; the returned channel is closed when
+// it returned, and *res holds its outcome.
+type lockResult struct {
+	ctx    context.Context
+	unlock lock.UnlockFunc
+	err    error
+	at     time.Time
+}
+
+func lockAsync(c *lock.Client, ctx context.Context, key string, opts ...lock.LockOption) (<-chan struct{}, *lockResult) {
+	done := make(chan struct{})
+	res := &lockResult{}
+	go func() {
+		defer close(done)
+		res.ctx, res.unlock, res.err = c.Lock(ctx, key, opts...)
+		res.at = time.Now()
+	}()
+	return done, res
+}
+
+func TestWakeUpOnRelease(t *testing.T) {
+	_, rdb := newReal(t)
+	holder := newClient(t, rdb)
+	waiter := newClient(t, rdb)
+	ctx := context.Background()
+	_, unlock := mustLock(t, holder, ctx, "wake") // 30 s lease
+
+	done, res := lockAsync(waiter, ctx, "wake")
+	waitSubscribed(t, rdb, "wake", 1)
+	cc := countCommands(rdb)
+	time.Sleep(300 * time.Millisecond) // asleep: the waiter must send nothing
+	if n := cc.n.Load(); n != 0 {
+		t.Fatalf("blocked waiter sent %d commands in 300 ms", n)
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	within(t, done, 5*time.Second, "waiter")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	defer res.unlock()
+	// Far below the 30 s lease: the release message woke the waiter.
+	if d := res.at.Sub(released); d > 500*time.Millisecond {
+		t.Fatalf("waiter acquired %v after the release", d)
+	} else {
+		t.Logf("waiter acquired %v after the release", d)
+	}
+}
+
+func TestLostNotificationFallsBackToLease(t *testing.T) {
+	_, rdb := newReal(t)
+	holder := newClient(t, rdb)
+	waiter := newClient(t, rdb)
+	ctx := context.Background()
+	_, unlock := mustLock(t, holder, ctx, "quiet", lock.WithFixedLease(time.Second))
+	defer unlock()
+	start := time.Now()
+	done, res := lockAsync(waiter, ctx, "quiet")
+	waitSubscribed(t, rdb, "quiet", 1)
+	// The key goes without a release message, as when a message is lost.
+	rdb.Del(ctx, "lockkit:{quiet}")
+	within(t, done, 3*time.Second, "waiter after a lost message")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	defer res.unlock()
+	d := res.at.Sub(start)
+	if d < 500*time.Millisecond || d > 1500*time.Millisecond {
+		t.Fatalf("waiter acquired after %v; want it at the end of the 1 s lease", d)
+	}
+}
+
+func TestWaitersInOneProcessShareOneSubscription(t *testing.T) {
+	_, rdb := newReal(t)
+	c := newClient(t, rdb)
+	ctx := context.Background()
+	_, unlock := mustLock(t, c, ctx, "turns")
+	const n = 5
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, unlock, err := c.Lock(ctx, "turns")
+			if err == nil {
+				err = unlock()
+			}
+			errs <- err
+		}()
+	}
+	waitSubscribed(t, rdb, "turns", 1)
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	for range n { // each waiter gets its turn without waiting for a lease
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a waiter did not get its turn")
+		}
+	}
+	waitSubscribed(t, rdb, "turns", 0) // the last waiter unsubscribed
+}

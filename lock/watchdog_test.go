@@ -1,0 +1,126 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+func TestWatchdogKeepsLeaseThenStops(t *testing.T) {
+	srv, rdb := newReal(t)
+	rec := &recorder{}
+	c := newClient(t, srv.Client(t), lock.WithDefaultLease(time.Second), lock.WithObserver(rec))
+	lctx, unlock := mustLock(t, c, context.Background(), "wd")
+
+	// Hold five leases long; the key must stay ours throughout.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if lctx.Err() != nil {
+			t.Fatalf("lock lost while held: %v", context.Cause(lctx))
+		}
+		if n, err := rdb.Exists(context.Background(), "lockkit:{wd}").Result(); err != nil || n != 1 {
+			t.Fatalf("lock key gone while held (%v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, renewals := rec.counts()
+	// One renewal every third of the lease: 15 in 5 s; allow for slow runs.
+	if renewals < 10 {
+		t.Fatalf("%d renewals in 5 s with a 1 s lease, want about 15", renewals)
+	}
+	time.Sleep(time.Second) // three renewal periods: none may come
+	if _, _, after := rec.counts(); after != renewals {
+		t.Fatalf("%d renewals after the outermost unlock", after-renewals)
+	}
+}
+
+func TestLossWhenKeyDeleted(t *testing.T) {
+	_, rdb := newReal(t)
+	c := newClient(t, rdb, lock.WithDefaultLease(time.Second))
+	lctx, unlock := mustLock(t, c, context.Background(), "gone")
+	rdb.Del(context.Background(), "lockkit:{gone}")
+	d := within(t, lctx.Done(), time.Second, "loss after DEL")
+	if cause := context.Cause(lctx); cause != lock.ErrLost {
+		t.Fatalf("cause = %v, want ErrLost", cause)
+	}
+	if lock.Held(lctx, "gone") {
+		t.Fatal("Held after loss")
+	}
+	if err := unlock(); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("unlock after loss = %v, want ErrLost", err)
+	}
+	t.Logf("loss noticed %v after DEL (lease 1 s, renewal every 333 ms)", d)
+}
+
+func TestLossWhenRedisStops(t *testing.T) {
+	srv, rdb := newReal(t)
+	c := newClient(t, rdb, lock.WithDefaultLease(time.Second))
+	lctx, unlock := mustLock(t, c, context.Background(), "stop")
+	srv.Stop()
+	// The last renewal was sent before the stop, so the validity (lease less
+	// drift) ends less than a lease after it; allow timer slack.
+	d := within(t, lctx.Done(), 1500*time.Millisecond, "loss after Redis stopped")
+	if cause := context.Cause(lctx); cause != lock.ErrLost {
+		t.Fatalf("cause = %v, want ErrLost", cause)
+	}
+	if err := unlock(); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("unlock = %v, want ErrLost", err)
+	}
+	t.Logf("loss noticed %v after Redis stopped (lease 1 s)", d)
+}
+
+func TestFixedLeaseExpires(t *testing.T) {
+	_, rdb := newReal(t)
+	c := newClient(t, rdb)
+	ctx := context.Background()
+	lctx, unlock := mustLock(t, c, ctx, "fixed", lock.WithFixedLease(200*time.Millisecond))
+	t1, _ := lock.FencingToken(lctx, "fixed")
+	within(t, lctx.Done(), time.Second, "fixed lease end")
+	if cause := context.Cause(lctx); cause != lock.ErrLost {
+		t.Fatalf("cause = %v, want ErrLost", cause)
+	}
+	// The key lapses in Redis too: another owner gets it, with a newer token.
+	l2, unlock2 := mustLock(t, c, ctx, "fixed", lock.WithMaxWait(time.Second))
+	defer unlock2()
+	if t2, _ := lock.FencingToken(l2, "fixed"); t2 <= t1 {
+		t.Fatalf("token after expiry %d, before %d: want larger", t2, t1)
+	}
+	if err := unlock(); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("unlock of expired hold = %v, want ErrLost", err)
+	}
+	if !lock.Held(l2, "fixed") {
+		t.Fatal("the stale unlock released the new owner's lock")
+	}
+}
+
+func TestParentDoneStopsRenewal(t *testing.T) {
+	_, rdb := newReal(t)
+	c := newClient(t, rdb, lock.WithDefaultLease(500*time.Millisecond))
+	parent, cancel := context.WithCancel(context.Background())
+	lctx, _ := mustLock(t, c, parent, "forgotten") // never unlocked
+	cancel()
+	if lctx.Err() == nil {
+		t.Fatal("lock ctx not cancelled with its parent")
+	}
+	start := time.Now()
+	for {
+		n, err := rdb.Exists(context.Background(), "lockkit:{forgotten}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Fatal("forgotten lock still in Redis 2 s after its parent ended (lease 500 ms)")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("forgotten lock lapsed %v after its parent ended (lease 500 ms)", time.Since(start))
+}
