@@ -230,8 +230,12 @@ func (c *Client) obtain(ctx context.Context, key string, try bool, opts []LockOp
 		return outer.h.enter(ctx)
 	}
 	h := c.newHold(ctx, key, lc)
-	res, err := h.attempt(ctx)
-	if err == nil && !res.ok && !try {
+	var res attemptResult
+	var err error
+	if !try && c.wt.waiting(h.rk.channel) {
+		// Queue behind this process's waiters instead of barging past them.
+		res, err = c.wt.wait(ctx, h, lc, 0, start)
+	} else if res, err = h.attempt(ctx); err == nil && !res.ok && !try {
 		res, err = c.wt.wait(ctx, h, lc, res.remaining, start)
 	}
 	switch {

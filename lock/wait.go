@@ -100,13 +100,21 @@ func (w *waiters) wait(ctx context.Context, h *hold, lc lockConfig, remaining ti
 }
 
 // retryAfter is when to try again without a release message: just after
-// the holder's lease ends. A key without TTL (not written by lockkit) is
-// retried every second.
+// the holder's lease ends. When the lease is unknown (a key without TTL,
+// not written by lockkit, or a waiter that queued without trying) it is a
+// second.
 func retryAfter(remaining time.Duration) time.Duration {
 	if remaining <= 0 {
 		return time.Second
 	}
 	return remaining + time.Millisecond
+}
+
+// waiting reports whether this process has waiters for channel.
+func (w *waiters) waiting(channel string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.queues[channel] != nil
 }
 
 // join adds a waiter for channel, subscribing when it is the first.
