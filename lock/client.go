@@ -34,17 +34,16 @@ type UnlockFunc func() error
 // Client takes locks on one Redis deployment. It is safe for concurrent
 // use. Create it with [New] and call [Client.Close] when done.
 type Client struct {
-	rdb     redis.UniversalClient
-	cfg     config
-	sharded bool   // Redis Cluster: sharded pub/sub
-	publish string // PUBLISH or SPUBLISH, run by release.lua
-	id      string // random; every owner is id:seq
-	seq     atomic.Uint64
+	nodes  []*node // one, or several independent masters in quorum mode
+	quorum int     // nodes that must confirm: len(nodes)/2 + 1
+	cfg    config
+	id     string // random; every owner is id:seq
+	seq    atomic.Uint64
 
 	life      context.Context // cancelled by Close
 	stop      context.CancelFunc
 	closeOnce sync.Once
-	wg        sync.WaitGroup // the Client's goroutines
+	tasks     tasks // the Client's goroutines
 	wd        *watchdog
 	wt        *waiters
 }
@@ -57,14 +56,19 @@ var _ Locker = (*Client)(nil)
 // The Client does not own rdb: Close leaves it open.
 //
 // Defaults: lease [DefaultLease] (30 s) renewed by the watchdog every 10 s,
-// key prefix [DefaultPrefix], no observer. New makes no Redis call; it
-// returns an error wrapping [ErrInvalid] for a nil rdb or a bad option.
+// key prefix [DefaultPrefix], drift allowance 1% of the lease + 2 ms, no
+// observer. New makes no Redis call; it returns an error wrapping
+// [ErrInvalid] for a nil rdb or a bad option.
 //
 // New starts one goroutine, the watchdog, which ends at Close.
 func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if isNil(rdb) {
 		return nil, invalidf("nil Redis client")
 	}
+	return newClient([]redis.UniversalClient{rdb}, opts)
+}
+
+func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 	cfg := config{lease: DefaultLease, prefix: DefaultPrefix}
 	for _, o := range opts {
 		o(&cfg)
@@ -77,22 +81,17 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("lock: owner id: %w", err)
 	}
 	c := &Client{
-		rdb:     rdb,
-		cfg:     cfg,
-		publish: "PUBLISH",
-		id:      hex.EncodeToString(id[:]),
+		quorum: len(rdbs)/2 + 1,
+		cfg:    cfg,
+		id:     hex.EncodeToString(id[:]),
+	}
+	for _, rdb := range rdbs {
+		c.nodes = append(c.nodes, newNode(rdb))
 	}
 	c.life, c.stop = context.WithCancel(context.Background())
-	if _, ok := rdb.(*redis.ClusterClient); ok {
-		c.sharded, c.publish = true, "SPUBLISH"
-	}
 	c.wd = newWatchdog(c)
 	c.wt = newWaiters(c)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.wd.run()
-	}()
+	c.tasks.run(c.wd.run)
 	return c, nil
 }
 
@@ -126,7 +125,7 @@ func (c *Client) Close() error {
 	}
 	c.wd.closeAll()
 	c.wt.close()
-	c.wg.Wait()
+	c.tasks.close()
 	return nil
 }
 
@@ -217,7 +216,7 @@ func (c *Client) obtain(ctx context.Context, key string, try bool, opts []LockOp
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	if err := lc.validate(); err != nil {
+	if err := lc.validate(c.cfg.driftFor(lc.lease)); err != nil {
 		return nil, err
 	}
 	if c.closed() {

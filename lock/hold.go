@@ -69,31 +69,48 @@ func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hol
 }
 
 // validity is how long after sending a command that set the lease the
-// holder may count on it: the lease less a drift allowance of 1% + 2 ms for
-// clock rate differences, as in the Redlock spec.
+// holder may count on it: the lease less the drift allowance.
 func (h *hold) validity() time.Duration {
-	return h.lease - h.lease/100 - 2*time.Millisecond
+	return h.lease - h.c.cfg.driftFor(h.lease)
 }
 
 // attempt tries once to take the key for a new owner.
 func (h *hold) attempt(ctx context.Context) (attemptResult, error) {
+	c := h.c
 	sent := time.Now()
-	v, err := acquireScript.Run(ctx, h.c.rdb, []string{h.rk.lock, h.rk.fence},
-		h.owner, h.lease.Milliseconds(), 1).Int64Slice()
-	if err == nil && len(v) != 2 {
-		err = fmt.Errorf("unexpected reply %v", v)
-	}
-	if err != nil {
-		if mayHaveRun(err) {
-			// The command may have taken effect before the reply was lost.
-			h.release(context.WithoutCancel(ctx), 0)
+	rs := fanOut(c, ctx, c.cfg.nodeTimeoutFor(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
+		return nd.acquire(ctx, h, 1)
+	})
+	var v votes
+	var token uint64
+	var heldFor []time.Duration
+	taken := false // some node may have given us the key
+	for _, r := range rs {
+		switch {
+		case r.err != nil:
+			v.errs = append(v.errs, r.err)
+			taken = taken || mayHaveRun(r.err)
+		case r.val[0] == 1:
+			v.yes++
+			token = uint64(r.val[1])
+			taken = true
+		default:
+			heldFor = append(heldFor, time.Duration(r.val[1])*time.Millisecond)
 		}
-		return attemptResult{}, fmt.Errorf("lock: acquire %q: %w", h.key, err)
 	}
-	if v[0] != 1 {
-		return attemptResult{remaining: time.Duration(v[1]) * time.Millisecond}, nil
+	if c.won(v) && time.Since(sent) < h.validity() {
+		if len(c.nodes) > 1 {
+			token = 0 // see NewQuorum
+		}
+		return attemptResult{ok: true, token: token, sent: sent}, nil
 	}
-	return attemptResult{ok: true, token: uint64(v[1]), sent: sent}, nil
+	if taken {
+		h.release(context.WithoutCancel(ctx), 0) // a minority, or too late
+	}
+	if len(v.errs) > 0 && len(heldFor)+v.yes < c.quorum {
+		return attemptResult{}, fmt.Errorf("lock: acquire %q: %w", h.key, c.failure(v))
+	}
+	return attemptResult{remaining: c.retryDelay(heldFor, c.cfg.nodeTimeoutFor(h.lease))}, nil
 }
 
 // mayHaveRun reports whether a command that failed with err may still have
@@ -136,17 +153,27 @@ func (h *hold) enter(ctx context.Context) (*level, error) {
 		return nil, h.end
 	}
 	n := len(h.levels) + 1
-	v, err := acquireScript.Run(ctx, h.c.rdb, []string{h.rk.lock, h.rk.fence},
-		h.owner, h.lease.Milliseconds(), n).Int64Slice()
-	if err == nil && len(v) != 2 {
-		err = fmt.Errorf("unexpected reply %v", v)
+	c := h.c
+	rs := fanOut(c, ctx, c.cfg.nodeTimeoutFor(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
+		return nd.acquire(ctx, h, n)
+	})
+	var v votes
+	for _, r := range rs {
+		switch {
+		case r.err != nil:
+			v.errs = append(v.errs, r.err)
+		case r.val[0] == int64(n):
+			v.yes++
+		default:
+			v.no++
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("lock: re-enter %q: %w", h.key, err)
-	}
-	if v[0] != int64(n) {
+	switch {
+	case c.lost(v):
 		h.endLocked(ErrLost)
 		return nil, ErrLost
+	case !c.won(v):
+		return nil, fmt.Errorf("lock: re-enter %q: %w", h.key, c.failure(v))
 	}
 	return h.newLevelLocked(ctx), nil
 }
@@ -199,16 +226,31 @@ func (l *level) unlock() error {
 func (h *hold) release(ctx context.Context, n int) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	ok, err := releaseScript.Run(ctx, h.c.rdb, []string{h.rk.lock, h.rk.channel},
-		h.owner, n, h.c.publish).Int64()
-	if err != nil {
-		return fmt.Errorf("lock: release %q: %w", h.key, err)
+	c := h.c
+	rs := fanOut(c, ctx, c.cfg.nodeTimeoutFor(h.lease), func(ctx context.Context, nd *node) (bool, error) {
+		return nd.release(ctx, h, n)
+	})
+	var v votes
+	for _, r := range rs {
+		switch {
+		case r.err != nil:
+			v.errs = append(v.errs, r.err)
+		case r.val:
+			v.yes++
+		default:
+			v.no++
+		}
 	}
-	if ok == 0 {
-		h.endLocked(ErrLost)
+	switch {
+	case c.won(v):
+		return nil
+	case c.lost(v):
+		if h.timer != nil {
+			h.endLocked(ErrLost)
+		}
 		return ErrLost
 	}
-	return nil
+	return fmt.Errorf("lock: release %q: %w", h.key, c.failure(v))
 }
 
 // endLocked ends the hold with cause: its lease is no longer renewed, and
@@ -252,7 +294,9 @@ func (h *hold) renewed(sent time.Time, alive bool) {
 		h.endLocked(ErrLost)
 		return
 	}
-	if until := sent.Add(h.validity()); until.After(h.validUntil) {
+	// A confirmation that arrives after the validity it would extend proves
+	// nothing (the timer may just not have fired yet).
+	if until := sent.Add(h.validity()); until.After(h.validUntil) && time.Now().Before(until) {
 		h.validUntil = until
 		h.timer.Reset(time.Until(until))
 	}
@@ -284,12 +328,13 @@ func Held(ctx context.Context, key string) bool {
 }
 
 // FencingToken returns the fencing token of the hold on key that ctx
-// carries, and whether ctx holds key (see [Held]). Tokens strictly increase
-// with every new acquisition of a key, across all Clients sharing the Redis
-// and across expiries, so storage can reject writes from a stale holder.
-// Re-entries share the outermost acquisition's token.
+// carries, and whether ctx holds key (see [Held]) with a token. Tokens
+// strictly increase with every new acquisition of a key, across all Clients
+// sharing the Redis and across expiries, so storage can reject writes from
+// a stale holder. Re-entries share the outermost acquisition's token. A
+// Client made by [NewQuorum] has no tokens: ok is false.
 func FencingToken(ctx context.Context, key string) (uint64, bool) {
-	if l := findLevel(ctx, nil, key); l != nil {
+	if l := findLevel(ctx, nil, key); l != nil && len(l.h.c.nodes) == 1 {
 		return l.h.token, true
 	}
 	return 0, false

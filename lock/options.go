@@ -31,9 +31,12 @@ const (
 type Option func(*config)
 
 type config struct {
-	lease    time.Duration
-	prefix   string
-	observer Observer
+	lease       time.Duration
+	prefix      string
+	observer    Observer
+	drift       time.Duration // 0: 1% of the lease + 2 ms
+	nodeTimeout time.Duration // 0: lease/20 within [10 ms, 1 s]
+	bad         []error       // from options given impossible values
 }
 
 // WithDefaultLease sets the lease of locks that do not choose one with
@@ -51,9 +54,42 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 // metrics (see package otellock). Default: no observer.
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
 
+// WithDrift sets the clock drift allowance: how much shorter than a lease
+// the holder assumes its validity to be, to cover clock rate differences
+// between the Client and Redis. Default 1% of the lease + 2 ms, as in the
+// Redlock spec. It must be positive and leave at least half of every
+// lease.
+func WithDrift(d time.Duration) Option {
+	return func(c *config) {
+		c.drift = d
+		if d <= 0 {
+			c.bad = append(c.bad, invalidf("drift allowance %v must be positive", d))
+		}
+	}
+}
+
+// WithNodeTimeout bounds each node's answer in quorum mode ([NewQuorum]): a
+// node silent for longer counts as failed for that call. Default 1/20 of
+// the lock's lease, at least 10 ms and at most 1 s. It must be positive.
+// A single-node Client relies on go-redis's own timeouts instead.
+func WithNodeTimeout(d time.Duration) Option {
+	return func(c *config) {
+		c.nodeTimeout = d
+		if d <= 0 {
+			c.bad = append(c.bad, invalidf("node timeout %v must be positive", d))
+		}
+	}
+}
+
 func (c *config) validate() error {
 	if err := checkLease(c.lease); err != nil {
 		return err
+	}
+	if len(c.bad) > 0 {
+		return c.bad[0]
+	}
+	if d := c.driftFor(c.lease); d >= c.lease/2 {
+		return invalidf("lease %v is too short for the drift allowance %v", c.lease, d)
 	}
 	if c.prefix == "" || strings.ContainsAny(c.prefix, "{}") {
 		return invalidf("prefix %q must be non-empty and contain no '{' or '}'", c.prefix)
@@ -101,9 +137,12 @@ func checkLease(d time.Duration) error {
 	return nil
 }
 
-func (c *lockConfig) validate() error {
+func (c *lockConfig) validate(drift time.Duration) error {
 	if err := checkLease(c.lease); err != nil {
 		return err
+	}
+	if drift >= c.lease/2 {
+		return invalidf("lease %v is too short for the drift allowance %v", c.lease, drift)
 	}
 	if c.waitSet && c.maxWait <= 0 {
 		return invalidf("wait limit %v must be positive", c.maxWait)
@@ -119,4 +158,20 @@ func checkKey(key string) error {
 		return invalidf("key of %d bytes is longer than the maximum %d", len(key), MaxKeyLen)
 	}
 	return nil
+}
+
+// drift is the allowance subtracted from a lease to get its validity.
+func (c *config) driftFor(lease time.Duration) time.Duration {
+	if c.drift > 0 {
+		return c.drift
+	}
+	return lease/100 + 2*time.Millisecond
+}
+
+// nodeTimeoutFor bounds one node's answer in quorum mode.
+func (c *config) nodeTimeoutFor(lease time.Duration) time.Duration {
+	if c.nodeTimeout > 0 {
+		return c.nodeTimeout
+	}
+	return min(max(lease/20, 10*time.Millisecond), time.Second)
 }

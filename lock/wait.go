@@ -13,11 +13,13 @@ import (
 // are shared per Client and reference-counted per key: on a single Redis
 // one pub/sub connection carries every channel; on Redis Cluster each
 // waited-for key gets a sharded subscription on the node owning its slot.
+// In quorum mode every node is subscribed to, and a message from any of
+// them wakes the waiters.
 type waiters struct {
 	c      *Client
 	mu     sync.Mutex // also serialises (un)subscribe commands
 	queues map[string]*queue
-	shared *redis.PubSub // single Redis: made on first use
+	shared []*redis.PubSub // per node; made on first use (not for Redis Cluster)
 	closed bool
 }
 
@@ -30,12 +32,12 @@ type queue struct {
 	gate      chan struct{} // capacity 1: the waiter that holds it tries
 	ready     chan struct{} // closed when Redis confirmed the subscription
 	readyOnce sync.Once
-	wake      chan struct{} // capacity 1: a release (or resubscription) happened
-	ps        *redis.PubSub // Redis Cluster: this key's own subscription
+	wake      chan struct{}   // capacity 1: a release (or resubscription) happened
+	sharded   []*redis.PubSub // Redis Cluster nodes: this key's own subscriptions
 }
 
 func newWaiters(c *Client) *waiters {
-	return &waiters{c: c, queues: make(map[string]*queue)}
+	return &waiters{c: c, queues: make(map[string]*queue), shared: make([]*redis.PubSub, len(c.nodes))}
 }
 
 // wait blocks until h's key is taken for h's owner, ctx is done, the wait
@@ -137,18 +139,22 @@ func (w *waiters) join(channel string) *queue {
 		return q
 	}
 	ctx := w.c.life
-	if w.c.sharded {
-		q.ps = w.c.rdb.SSubscribe(ctx, channel)
-		w.listen(q.ps)
-		return q
+	for i, nd := range w.c.nodes {
+		if nd.sharded {
+			ps := nd.rdb.SSubscribe(ctx, channel)
+			q.sharded = append(q.sharded, ps)
+			w.listen(ps)
+			continue
+		}
+		if w.shared[i] == nil {
+			w.shared[i] = nd.rdb.Subscribe(ctx)
+			w.listen(w.shared[i])
+		}
+		// An error here is a broken connection: the PubSub subscribes again
+		// when it reconnects, and until then the waiter retries when leases
+		// end.
+		_ = w.shared[i].Subscribe(ctx, channel)
 	}
-	if w.shared == nil {
-		w.shared = w.c.rdb.Subscribe(ctx)
-		w.listen(w.shared)
-	}
-	// An error here is a broken connection: the PubSub subscribes again when
-	// it reconnects, and until then the waiter retries when leases end.
-	_ = w.shared.Subscribe(ctx, channel)
 	return q
 }
 
@@ -163,24 +169,25 @@ func (w *waiters) leave(q *queue) {
 	if w.closed {
 		return
 	}
-	if q.ps != nil {
-		_ = q.ps.Close()
-		return
+	for _, ps := range q.sharded {
+		_ = ps.Close()
 	}
-	_ = w.shared.Unsubscribe(w.c.life, q.channel)
+	for _, ps := range w.shared {
+		if ps != nil {
+			_ = ps.Unsubscribe(w.c.life, q.channel)
+		}
+	}
 }
 
 // listen dispatches what ps receives until ps is closed. Called with w.mu
 // held.
 func (w *waiters) listen(ps *redis.PubSub) {
 	ch := ps.ChannelWithSubscriptions()
-	w.c.wg.Add(1)
-	go func() {
-		defer w.c.wg.Done()
+	w.c.tasks.run(func() {
 		for msg := range ch {
 			w.dispatch(msg)
 		}
-	}()
+	})
 }
 
 func (w *waiters) dispatch(msg any) {
@@ -218,13 +225,13 @@ func (w *waiters) close() {
 	w.mu.Lock()
 	w.closed = true
 	var all []*redis.PubSub
-	if w.shared != nil {
-		all = append(all, w.shared)
+	for _, ps := range w.shared {
+		if ps != nil {
+			all = append(all, ps)
+		}
 	}
 	for _, q := range w.queues {
-		if q.ps != nil {
-			all = append(all, q.ps)
-		}
+		all = append(all, q.sharded...)
 	}
 	w.mu.Unlock()
 	for _, ps := range all {

@@ -2,18 +2,10 @@ package lock
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
-
-// renewChunk is how many leases one renew.lua call extends on a single
-// Redis. On Redis Cluster each call carries one lease (keys of different
-// locks live in different slots); the pipeline still sends all calls to a
-// node in one round trip.
-const renewChunk = 200
 
 // watchdog is the one renewal loop of a Client. It also keeps the registry
 // of live holds, so Close can end them.
@@ -121,86 +113,61 @@ func (w *watchdog) due(now time.Time) ([]*hold, time.Duration) {
 	return batch, next
 }
 
-// renew extends the leases of batch in one pipeline.
+// renew extends the leases of batch with one pipeline per node. A lease
+// is renewed when a majority of nodes (the one node, outside quorum mode)
+// confirms it, and lost when so many no longer have its owner that no
+// majority can.
 func (w *watchdog) renew(batch []*hold) {
+	c := w.c
 	sent := time.Now()
 	timeout := time.Hour
 	for _, h := range batch {
 		timeout = min(timeout, interval(h))
 	}
-	ctx, cancel := context.WithTimeout(w.c.life, timeout)
-	alive, err := w.c.renewLeases(ctx, batch)
+	ctx, cancel := context.WithTimeout(c.life, timeout)
+	rs := fanOut(c, ctx, timeout, func(ctx context.Context, nd *node) ([]bool, error) {
+		return nd.renew(ctx, batch)
+	})
 	cancel()
+	var errs []error
+	for _, r := range rs {
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+	}
 	lost := 0
-	if err == nil {
-		for i, h := range batch {
-			if !alive[i] {
-				lost++
+	next := make(map[*hold]time.Time, len(batch)) // when to renew again
+	for i, h := range batch {
+		var v votes
+		for _, r := range rs {
+			switch {
+			case r.err != nil:
+				v.errs = append(v.errs, r.err)
+			case r.val[i]:
+				v.yes++
+			default:
+				v.no++
 			}
-			h.renewed(sent, alive[i])
+		}
+		switch {
+		case c.won(v):
+			h.renewed(sent, true)
+			next[h] = sent.Add(interval(h))
+		case c.lost(v):
+			lost++
+			h.renewed(sent, false)
+		default:
+			next[h] = time.Now().Add(interval(h) / 4) // retry sooner
 		}
 	}
 	w.mu.Lock()
-	for _, h := range batch {
-		if _, ok := w.holds[h]; !ok {
-			continue
-		}
-		if err != nil {
-			w.holds[h] = time.Now().Add(interval(h) / 4) // retry sooner
-		} else {
-			w.holds[h] = sent.Add(interval(h))
+	for h, at := range next {
+		if old, ok := w.holds[h]; ok && !old.IsZero() {
+			w.holds[h] = at
 		}
 	}
 	w.mu.Unlock()
-	if o := w.c.cfg.observer; o != nil {
-		o.Renewed(Renewal{Leases: len(batch), Lost: lost, Err: err, Duration: time.Since(sent)})
+	if o := c.cfg.observer; o != nil {
+		o.Renewed(Renewal{Leases: len(batch), Lost: lost, Err: errors.Join(errs...), Duration: time.Since(sent)})
 	}
-}
-
-// renewLeases runs renew.lua over batch in one pipeline and reports, per
-// hold, whether its owner still held the key.
-func (c *Client) renewLeases(ctx context.Context, batch []*hold) ([]bool, error) {
-	chunk := renewChunk
-	if c.sharded {
-		chunk = 1
-	}
-	run := func() ([]*redis.Cmd, error) {
-		pipe := c.rdb.Pipeline()
-		var cmds []*redis.Cmd
-		for lo := 0; lo < len(batch); lo += chunk {
-			part := batch[lo:min(lo+chunk, len(batch))]
-			keys := make([]string, len(part))
-			args := make([]any, 0, 2*len(part))
-			for i, h := range part {
-				keys[i] = h.rk.lock
-				args = append(args, h.owner, h.lease.Milliseconds())
-			}
-			cmds = append(cmds, renewScript.EvalSha(ctx, pipe, keys, args...))
-		}
-		_, err := pipe.Exec(ctx)
-		return cmds, err
-	}
-	cmds, err := run()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = renewScript.Load(ctx, c.rdb).Err(); err == nil {
-			cmds, err = run()
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	alive := make([]bool, 0, len(batch))
-	for _, cmd := range cmds {
-		v, err := cmd.Int64Slice()
-		if err != nil {
-			return nil, err
-		}
-		for _, x := range v {
-			alive = append(alive, x == 1)
-		}
-	}
-	if len(alive) != len(batch) {
-		return nil, fmt.Errorf("lock: renew: %d replies for %d leases", len(alive), len(batch))
-	}
-	return alive, nil
 }
