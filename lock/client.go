@@ -136,9 +136,11 @@ func (c *Client) closed() bool { return c.life.Err() != nil }
 //
 // If ctx already holds key (it was returned by Lock or TryLock of this
 // Client for key, or derives from such a context), Lock re-enters: the hold
-// count in Redis goes up and nothing waits. Goroutines started with a held
-// context act for the holder. Any other context contends, even one that
-// holds other keys or shares a parent with the holder.
+// count in Redis goes up and nothing waits; the re-entry keeps the
+// outermost acquisition's lease, so its lease options are only validated.
+// Goroutines started with a held context act for the holder. Any other
+// context contends, even one that holds other keys or shares a parent with
+// the holder.
 //
 // While waiting, Lock does not poll: it wakes when the holder's release is
 // announced over pub/sub or when the holder's lease would end, whichever
