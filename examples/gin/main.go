@@ -1,0 +1,91 @@
+// Command gin serves POST /orders/:id/pay behind ginlock: one payment per
+// order at a time across all replicas. By default it shows, against an
+// embedded Redis, a request turned away while another replica pays, then
+// exits; -redis (or REDIS_URL) picks a real Redis, -listen keeps serving:
+//
+//	go run ./examples/gin
+//	go run ./examples/gin -redis redis://127.0.0.1:6379/0 -listen 127.0.0.1:8080
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/lock"
+)
+
+func main() {
+	url := flag.String("redis", os.Getenv("REDIS_URL"), "Redis URL; empty: embedded Redis")
+	listen := flag.String("listen", "", "address to serve on; empty: run the demo and exit")
+	flag.Parse()
+	if err := run(*url, *listen, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(url, listen string, out io.Writer) error {
+	if url == "" {
+		mr, err := miniredis.Run()
+		if err != nil {
+			return err
+		}
+		defer mr.Close()
+		url = "redis://" + mr.Addr()
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	locker, err := lock.New(rdb)
+	if err != nil {
+		return err
+	}
+	defer locker.Close()
+
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), func(c *gin.Context) {
+		c.String(http.StatusOK, "paid order %s", c.Param("id")) // c.Request.Context() holds the lock
+	})
+	if listen != "" {
+		return r.Run(listen)
+	}
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+
+	pay := func() error {
+		resp, err := http.Post(srv.URL+"/orders/42/pay", "", nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		fmt.Fprintf(out, "%s, Retry-After %q: %s\n", resp.Status, resp.Header.Get("Retry-After"), body)
+		return err
+	}
+	// Another replica is paying order 42: this one turns the request away.
+	_, unlock, err := locker.Lock(context.Background(), "orders:42")
+	if err == nil {
+		err = pay()
+	}
+	if err == nil {
+		err = unlock()
+	}
+	if err != nil {
+		return err
+	}
+	return pay() // the other replica is done: this one pays
+}

@@ -1,0 +1,98 @@
+package ginlock_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/lock"
+)
+
+func Example() {
+	mr, _ := miniredis.Run() // an embedded Redis; use your own in production
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker, err := lock.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	r := gin.New()
+	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), func(c *gin.Context) {
+		c.String(http.StatusOK, "paid")
+	})
+
+	// Another replica is paying order 42 right now.
+	_, unlock, _ := locker.Lock(context.Background(), "orders:42")
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/orders/42/pay", nil))
+	fmt.Println(w.Code, w.Header().Get("Content-Type"), "Retry-After:", w.Header().Get("Retry-After"))
+
+	_ = unlock()
+	w = httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/orders/42/pay", nil))
+	fmt.Println(w.Code, w.Body)
+	// Output:
+	// 409 application/problem+json Retry-After: 30
+	// 200 paid
+}
+
+func ExampleValidate() {
+	fmt.Println(ginlock.Validate("tenants:{header.X-Tenant}:reports:{query.year}"))
+	fmt.Println(ginlock.Validate("orders:{id"))
+	// Output:
+	// <nil>
+	// ginlock: template "orders:{id": '{' at byte 7 is not closed
+}
+
+func ExampleWithValue() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker, _ := lock.New(rdb)
+	defer locker.Close()
+
+	authenticate := func(c *gin.Context) { c.Set("user", "ada") }
+	currentUser := func(c *gin.Context) string { return c.GetString("user") }
+
+	r := gin.New()
+	r.POST("/reports", authenticate,
+		ginlock.New(locker, "reports:{value.user}", ginlock.WithValue("user", currentUser)),
+		func(c *gin.Context) {
+			fmt.Println("holds reports:ada:", lock.Held(c.Request.Context(), "reports:ada"))
+		})
+	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/reports", nil))
+	// Output: holds reports:ada: true
+}
+
+func ExampleWithWait() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker, _ := lock.New(rdb)
+	defer locker.Close()
+
+	r := gin.New()
+	// A retried request waits up to 2 s for the first one to finish
+	// instead of getting 409 at once; the lease is 10 s.
+	r.PUT("/documents/:id", ginlock.New(locker, "documents:{id}",
+		ginlock.WithWait(2*time.Second),
+		ginlock.WithLockOptions(lock.WithLease(10*time.Second)),
+	), func(c *gin.Context) { c.Status(http.StatusNoContent) })
+
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodPut, "/documents/7", nil))
+	fmt.Println(w.Code)
+	// Output: 204
+}

@@ -1,0 +1,144 @@
+package ginlock
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// Option configures the middleware made by [New]; [Validate] checks
+// options too.
+type Option func(*config)
+
+type config struct {
+	wait           time.Duration
+	waitSet        bool // WithWait given: Lock instead of TryLock
+	conflictStatus int
+	onFailure      func(*gin.Context, error) // nil: answer with a problem body
+	failureSet     bool
+	lockOpts       []lock.LockOption
+	values         []namedValue
+}
+
+type namedValue struct {
+	name string
+	fn   func(*gin.Context) string
+}
+
+// WithWait makes a request whose key is held wait up to d for it, instead
+// of being answered at once. When d passes, or the request's context ends
+// first (the client went away), the request gets the conflict answer. d
+// must be positive. Default: no wait.
+func WithWait(d time.Duration) Option {
+	return func(c *config) { c.wait, c.waitSet = d, true }
+}
+
+// WithConflictStatus sets the HTTP status of the answer to a request whose
+// key is held, such as [http.StatusLocked] or
+// [http.StatusTooManyRequests]. It must be a 4xx or 5xx status known to
+// [http.StatusText]. Default [http.StatusConflict] (409). A failure
+// handler set with [WithFailureHandler] replaces the answer, status
+// included.
+func WithConflictStatus(code int) Option {
+	return func(c *config) { c.conflictStatus = code }
+}
+
+// WithFailureHandler makes fn answer every request the middleware turns
+// away, instead of the default RFC 9457 problem body. err tells why:
+//   - it matches [ErrMissingValue] when a key value is missing or empty;
+//   - it matches [lock.ErrNotObtained] when another request holds the key
+//     (use [errors.As] with [*lock.NotObtainedError] for the holder's
+//     remaining lease);
+//   - otherwise the lock could not be taken: Redis is unreachable or
+//     failing, the [lock.Client] is closed, or the lock options are
+//     invalid ([lock.ErrInvalid]).
+//
+// fn must write the response. The handler chain is aborted before fn is
+// called, and err has already been passed to [gin.Context.Error].
+func WithFailureHandler(fn func(c *gin.Context, err error)) Option {
+	return func(c *config) { c.onFailure, c.failureSet = fn, true }
+}
+
+// WithLockOptions passes opts to every acquisition, such as
+// [lock.WithLease] or [lock.WithFixedLease]. The middleware takes the lock
+// with [lock.Locker.TryLock], which ignores [lock.WithMaxWait]: use
+// [WithWait] to wait. Default: none, so the [lock.Client]'s defaults hold.
+func WithLockOptions(opts ...lock.LockOption) Option {
+	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
+}
+
+// WithValue defines the placeholder {value.name} of the key template: its
+// value for a request is what fn returns, for keys a template cannot
+// express, such as the authenticated user that an earlier middleware
+// stored with [gin.Context.Set]. An empty result is a missing value (400
+// Bad Request). fn runs on the request's goroutine before the lock is
+// taken; it must not be nil, and the template must use name.
+func WithValue(name string, fn func(c *gin.Context) string) Option {
+	return func(c *config) { c.values = append(c.values, namedValue{name, fn}) }
+}
+
+// newConfig applies opts and checks them against the parsed template t,
+// to which it binds the WithValue functions.
+func newConfig(t *template, opts []Option) (config, error) {
+	cfg := config{conflictStatus: http.StatusConflict}
+	for i, o := range opts {
+		if o == nil {
+			return cfg, fmt.Errorf("option %d is nil", i)
+		}
+		o(&cfg)
+	}
+	if cfg.failureSet && cfg.onFailure == nil {
+		return cfg, errors.New("WithFailureHandler(nil)")
+	}
+	if cfg.waitSet {
+		if cfg.wait <= 0 {
+			return cfg, fmt.Errorf("WithWait(%v): the wait must be positive", cfg.wait)
+		}
+		cfg.lockOpts = append(slices.Clip(cfg.lockOpts), lock.WithMaxWait(cfg.wait))
+	}
+	if s := cfg.conflictStatus; s < 400 || s > 599 || http.StatusText(s) == "" {
+		return cfg, fmt.Errorf("WithConflictStatus(%d): want a known 4xx or 5xx status", s)
+	}
+	return cfg, bindValues(t, cfg.values)
+}
+
+// bindValues gives every {value.name} placeholder of t its function:
+// each must have exactly one WithValue, and each WithValue must be used.
+func bindValues(t *template, values []namedValue) error {
+	fns := make(map[string]func(*gin.Context) string, len(values))
+	for _, v := range values {
+		if err := checkName(fromValue, v.name); err != nil {
+			return fmt.Errorf("WithValue(%q): %w", v.name, err)
+		}
+		if v.fn == nil {
+			return fmt.Errorf("WithValue(%q): nil function", v.name)
+		}
+		if fns[v.name] != nil {
+			return fmt.Errorf("WithValue(%q) is given twice", v.name)
+		}
+		fns[v.name] = v.fn
+	}
+	used := make(map[string]bool, len(values))
+	for i := range t.holes {
+		p := &t.holes[i]
+		if p.src != fromValue {
+			continue
+		}
+		if p.fn = fns[p.name]; p.fn == nil {
+			return fmt.Errorf("placeholder {value.%s} has no WithValue(%q, ...)", p.name, p.name)
+		}
+		used[p.name] = true
+	}
+	for _, v := range values {
+		if !used[v.name] {
+			return fmt.Errorf("WithValue(%q): the template has no placeholder {value.%s}", v.name, v.name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+package ginlock
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// problem is an RFC 9457 problem details object. With type "about:blank"
+// the title is the status's reason phrase.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+}
+
+// answer is the default failure handler: a problem body whose status
+// tells why the request was turned away (see New).
+func (m *middleware) answer(c *gin.Context, err error) {
+	var missing *missingError
+	var busy *lock.NotObtainedError
+	switch {
+	case errors.As(err, &missing):
+		writeProblem(c, http.StatusBadRequest, missing.what+" is missing or empty")
+	case errors.Is(err, lock.ErrNotObtained):
+		var remaining time.Duration
+		if errors.As(err, &busy) {
+			remaining = busy.RemainingLease
+		}
+		secs := retryAfter(remaining)
+		c.Header("Retry-After", strconv.Itoa(secs))
+		writeProblem(c, m.cfg.conflictStatus,
+			"another request holds the lock on this resource; retry in "+strconv.Itoa(secs)+" s")
+	case errors.Is(err, lock.ErrInvalid):
+		writeProblem(c, http.StatusInternalServerError, "the lock for this resource is misconfigured")
+	default:
+		writeProblem(c, http.StatusServiceUnavailable, "the lock service is unavailable")
+	}
+}
+
+// retryAfter is the Retry-After value for a holder's remaining lease:
+// whole seconds rounded up, at least 1 (also when the lease is unknown).
+func retryAfter(remaining time.Duration) int {
+	secs := int((remaining + time.Second - 1) / time.Second)
+	return max(secs, 1)
+}
+
+func writeProblem(c *gin.Context, status int, detail string) {
+	body, _ := json.Marshal(problem{ // cannot fail: strings and an int
+		Type:   "about:blank",
+		Title:  http.StatusText(status),
+		Status: status,
+		Detail: detail,
+	})
+	c.Data(status, "application/problem+json", body)
+}

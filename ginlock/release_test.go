@@ -1,0 +1,171 @@
+package ginlock_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/lock"
+)
+
+func TestReleaseOnPanic(t *testing.T) {
+	mr, rdb := newMini(t)
+	locker := newLocker(t, rdb)
+	var recovered any
+	r := gin.New()
+	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, v any) {
+		recovered = v
+		if mr.Exists(redisKey("orders:42")) {
+			t.Error("lock still held when the panic reached recovery")
+		}
+		c.AbortWithStatus(http.StatusInternalServerError)
+	}))
+	panics := true
+	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), func(c *gin.Context) {
+		if panics {
+			panic("card declined")
+		}
+		c.Status(http.StatusOK)
+	})
+
+	if w := post(r, "/orders/42/pay"); w.Code != http.StatusInternalServerError {
+		t.Fatalf("status %d, want 500 from recovery", w.Code)
+	}
+	if recovered != "card declined" {
+		t.Fatalf("recovery got %v, want the handler's panic", recovered)
+	}
+	panics = false
+	if w := post(r, "/orders/42/pay"); w.Code != http.StatusOK {
+		t.Fatalf("next request: status %d, want 200", w.Code)
+	}
+}
+
+// TestReleaseAfterDisconnect serves over HTTP; the client goes away while
+// the handler runs, which cancels the request's context.
+func TestReleaseAfterDisconnect(t *testing.T) {
+	mr, rdb := newMini(t)
+	locker := newLocker(t, rdb)
+	entered := make(chan struct{})
+	finished := make(chan []string, 1)
+	r := gin.New()
+	r.Use(func(c *gin.Context) {
+		c.Next()
+		finished <- c.Errors.Errors() // after the release
+	})
+	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), func(c *gin.Context) {
+		close(entered)
+		select {
+		case <-c.Request.Context().Done():
+		case <-time.After(10 * time.Second):
+			t.Error("request context not cancelled after the client went away")
+		}
+	})
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/orders/42/pay", nil)
+	go func() {
+		<-entered
+		cancel()
+	}()
+	if resp, err := srv.Client().Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("request succeeded, want it cancelled")
+	}
+	select {
+	case errs := <-finished:
+		if len(errs) != 0 {
+			t.Fatalf("c.Errors = %v, want none (release must not use the cancelled context)", errs)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("handler chain did not finish")
+	}
+	if mr.Exists(redisKey("orders:42")) {
+		t.Fatal("lock key still in Redis after the client went away")
+	}
+}
+
+func TestLostLockCancelsHandler(t *testing.T) {
+	_, rdb := newMini(t)
+	locker := newLocker(t, rdb)
+	var errs []error
+	var cause error
+	r := payRoute(locker, &errs, func(c *gin.Context) {
+		ctx := c.Request.Context()
+		select {
+		case <-ctx.Done():
+			cause = context.Cause(ctx)
+		case <-time.After(10 * time.Second):
+		}
+		c.Status(http.StatusAccepted)
+	}, ginlock.WithLockOptions(lock.WithFixedLease(100*time.Millisecond)))
+
+	if w := post(r, "/orders/42/pay"); w.Code != http.StatusAccepted {
+		t.Fatalf("status %d", w.Code)
+	}
+	if !errors.Is(cause, lock.ErrLost) {
+		t.Fatalf("handler's context ended with cause %v, want ErrLost", cause)
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], lock.ErrLost) {
+		t.Fatalf("c.Errors = %v, want the release's ErrLost", errs)
+	}
+}
+
+// TestNestedSameKey puts ginlock on a group and on one of its routes with
+// the same key: the route's middleware re-enters the group's hold.
+func TestNestedSameKey(t *testing.T) {
+	mr, rdb := newMini(t)
+	locker := newLocker(t, rdb)
+	var count string
+	var errs []error
+	r := gin.New()
+	r.Use(errorsOf(&errs))
+	orders := r.Group("/orders/:id", ginlock.New(locker, "orders:{id}"))
+	orders.POST("/pay", ginlock.New(locker, "orders:{id}"), func(c *gin.Context) {
+		// The hash holds owner -> hold count.
+		owners, _ := mr.HKeys(redisKey("orders:42"))
+		for _, owner := range owners {
+			count = mr.HGet(redisKey("orders:42"), owner)
+		}
+		c.Status(http.StatusOK)
+	})
+	if w := post(r, "/orders/42/pay"); w.Code != http.StatusOK {
+		t.Fatalf("status %d; errors %v", w.Code, errs)
+	}
+	if count != "2" {
+		t.Fatalf("hold count in the handler = %q, want 2", count)
+	}
+	if mr.Exists(redisKey("orders:42")) || len(errs) != 0 {
+		t.Fatalf("after the request: key exists %v, errors %v", mr.Exists(redisKey("orders:42")), errs)
+	}
+}
+
+// TestHandlerReenters locks the route's key again from the handler, as
+// code called by it might: it does not wait.
+func TestHandlerReenters(t *testing.T) {
+	_, rdb := newMini(t)
+	locker := newLocker(t, rdb)
+	var errs []error
+	r := payRoute(locker, &errs, func(c *gin.Context) {
+		_, unlock, err := locker.TryLock(c.Request.Context(), "orders:42")
+		if err != nil {
+			t.Errorf("re-entry from the handler: %v", err)
+			return
+		}
+		if err := unlock(); err != nil {
+			t.Error(err)
+		}
+		c.Status(http.StatusOK)
+	})
+	if w := post(r, "/orders/42/pay"); w.Code != http.StatusOK {
+		t.Fatalf("status %d", w.Code)
+	}
+}
