@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,6 +34,7 @@ type queue struct {
 	ready     chan struct{} // closed when Redis confirmed the subscription
 	readyOnce sync.Once
 	wake      chan struct{}   // capacity 1: a release (or resubscription) happened
+	remaining atomic.Int64    // holder's lease (ns) at the head's last attempt
 	sharded   []*redis.PubSub // Redis Cluster nodes: this key's own subscriptions
 }
 
@@ -51,16 +53,19 @@ func (w *waiters) wait(ctx context.Context, h *hold, lc lockConfig, remaining ti
 		defer t.Stop()
 		limit = t.C
 	}
+	q := w.join(h.rk.channel)
+	defer w.leave(q)
+	if remaining > 0 {
+		q.remaining.Store(int64(remaining))
+	}
 	notObtained := func(err error, timedOut bool) (attemptResult, error) {
-		e := &NotObtainedError{Key: h.key, RemainingLease: remaining, timedOut: timedOut}
+		e := &NotObtainedError{Key: h.key, RemainingLease: time.Duration(q.remaining.Load()), timedOut: timedOut}
 		if err == nil {
 			return attemptResult{}, e
 		}
 		return attemptResult{}, errors.Join(e, err)
 	}
 
-	q := w.join(h.rk.channel)
-	defer w.leave(q)
 	select {
 	case q.gate <- struct{}{}:
 	case <-ctx.Done():
@@ -96,8 +101,8 @@ func (w *waiters) wait(ctx context.Context, h *hold, lc lockConfig, remaining ti
 		if err != nil || res.ok {
 			return res, err
 		}
-		remaining = res.remaining
-		retry.Reset(retryAfter(remaining))
+		q.remaining.Store(int64(res.remaining))
+		retry.Reset(retryAfter(res.remaining))
 	}
 }
 
