@@ -1,0 +1,70 @@
+// Package cronlock runs [github.com/robfig/cron/v3] jobs once per tick
+// across replicas: every replica runs the same binary with the same
+// schedule, each scheduled time runs on at most one of them, and runs of
+// a job never overlap.
+//
+// Wrap the cron, add jobs by name, start:
+//
+//	locker, err := lock.New(rdb) // one lock.Client per process
+//	if err != nil { ... }
+//	defer locker.Close()
+//
+//	c := cron.New(cron.WithSeconds()) // the cron keeps its own options
+//	s := cronlock.New(c, locker)
+//	_, err = s.AddFunc("0 */5 * * * *", "cleanup", func(ctx context.Context) error {
+//		return cleanup(ctx) // ctx is cancelled if the run's lock is lost
+//	}, cronlock.AtMostFor(10*time.Minute))
+//	if err != nil { ... }      // bad spec, duplicate name, ...
+//	s.Start()
+//	defer func() { <-s.Stop().Done() }() // lets runs finish, then releases
+//
+// # Once per tick
+//
+// Replicas that share a Redis and a job name form one job. At every tick
+// each replica's cron fires, and each replica:
+//
+//  1. works out the tick, the scheduled time it fires for, by its clock;
+//  2. takes the job's tick marker with [lock.Locker.TryLock], or skips with
+//     [OutcomeSkippedTickDone] when another replica has it. The holder
+//     releases the marker hold = min(4 × skew tolerance, 7/8 period) after
+//     the tick, where period is the time to the next tick. A replica that
+//     would get the marker more than hold - skew tolerance after the tick
+//     by its own clock skips with [OutcomeSkippedLate]: by then the holder
+//     may have let go of it;
+//  3. takes the job's run lock, or skips with [OutcomeSkippedHeld] when the
+//     previous run still holds it: that tick then runs nowhere;
+//  4. runs the job with the run lock's context and releases the lock.
+//
+// The guarantee: when the replicas' clocks are within the skew tolerance
+// of each other (500 ms by default, [WithSkewTolerance]), no tick runs
+// twice, however late a replica's cron fires or Redis answers. A job
+// every second may so be 375 ms late by default, a job every 2 s or
+// slower 1 s or more. It is not a guarantee of at least once: a tick that
+// every replica is too late for, a replica that takes a tick and crashes,
+// or a Redis that cannot be reached, loses the tick.
+//
+// "@every d" specs are aligned to multiples of d, so that replicas started
+// at different times share their ticks (see [Scheduler.AddFunc]).
+//
+// # Bounds
+//
+// Without options the run lock's lease is the Locker's default (30 s),
+// renewed by its watchdog while the run lasts: a crashed replica frees the
+// job within one lease. [AtMostFor] caps a run instead: a fixed lease,
+// and a deadline on the run's context. [AtLeastFor] keeps the run lock for
+// a while after a short run.
+//
+// # Outcomes
+//
+// Every run attempt ends with an [Outcome]: ran, skipped-held,
+// skipped-tick-done, skipped-late, failed (with the error) or lost. Each
+// is logged with [log/slog] ([WithLogger]) and handed to the callback set
+// with [WithOnAttempt].
+//
+// # Redis data
+//
+// For job name N the Scheduler locks the keys "cronlock:run:N" and
+// "cronlock:tick:N" with the Locker, which adds its prefix. Each lock key
+// keeps a fencing counter in Redis for good: two small strings per job
+// name, whatever the number of ticks.
+package cronlock

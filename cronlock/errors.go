@@ -1,0 +1,32 @@
+package cronlock
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalid is wrapped by every error about a bad argument to [New],
+	// [Scheduler.AddFunc] or [Scheduler.AddJob]: a nil cron or Locker, an
+	// empty, duplicate or oversized job name, a nil job, a spec the cron
+	// cannot parse or that ticks too often for the skew tolerance, or a
+	// duration that is zero, negative or out of order.
+	ErrInvalid = errors.New("cronlock: invalid argument")
+
+	// ErrStopped is returned by [Scheduler.AddFunc] and [Scheduler.AddJob]
+	// after [Scheduler.Stop], and is the cause of the contexts of runs that
+	// Stop cancelled when its grace period ended.
+	ErrStopped = errors.New("cronlock: scheduler stopped")
+
+	// ErrAtMostFor is the cause of a run's context that was cancelled
+	// because the run reached its [AtMostFor] limit.
+	ErrAtMostFor = errors.New("cronlock: run reached its AtMostFor limit")
+
+	// ErrPanicked is wrapped by the error of a run whose job panicked. The
+	// error's text carries the panic value and the stack.
+	ErrPanicked = errors.New("cronlock: job panicked")
+)
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}

@@ -1,0 +1,198 @@
+package cronlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// entry is the cron.Job the Scheduler adds for a job: each Run is one run
+// attempt.
+type entry struct {
+	s       *Scheduler
+	name    string
+	job     Job
+	cfg     jobConfig
+	ticks   cron.Schedule // by the Scheduler's clock
+	runKey  string        // run lock: held while the job runs
+	tickKey string        // tick marker: held for a while after each tick
+
+	mu         sync.Mutex
+	markerDue  time.Time // when this replica lets go of the marker it holds
+	freeMarker func()    // lets go of it; nil when it holds none
+}
+
+// Run makes one run attempt and reports its outcome. cron calls it at
+// every tick.
+func (e *entry) Run() {
+	if !e.s.begin() {
+		return
+	}
+	defer e.s.wg.Done()
+	e.s.report(e.attempt())
+}
+
+// attempt takes the tick, then the job, runs it and releases the job.
+//
+// The tick marker is one lock key per job, taken with TryLock for each
+// tick and released hold after the tick, so that replicas that fire
+// within hold find the tick taken (see tickAt); a key per tick would cost
+// a fencing counter per tick in Redis. The run lock keeps runs from
+// overlapping.
+func (e *entry) attempt() Attempt {
+	s := e.s
+	now := s.cfg.clock()
+	e.letGoOfMarker(now)
+	tick, hold, ok := tickAt(e.ticks, now, s.cfg.tolerance)
+	a := Attempt{Job: e.name, Tick: tick, Outcome: OutcomeSkippedLate}
+	late := tick.Add(hold - s.cfg.tolerance)
+	if !ok || now.After(late) {
+		return a
+	}
+	_, unlockTick, err := s.locker.TryLock(context.Background(), e.tickKey, lock.WithFixedLease(markerLease(hold)))
+	if err != nil {
+		return a.notObtained(err, OutcomeSkippedTickDone)
+	}
+	e.holdMarker(tick.Add(hold), unlockTick)
+	if s.cfg.clock().After(late) { // Redis answered late: the tick may have run
+		return a
+	}
+
+	start := time.Now()
+	held, unlockRun, err := s.locker.TryLock(s.life, e.runKey, e.cfg.lockOptions()...)
+	if err != nil {
+		return a.notObtained(err, OutcomeSkippedHeld)
+	}
+	a.Token, _ = lock.FencingToken(held, e.runKey)
+	ctx, done := e.runContext(held, tick, start)
+	err = call(ctx, e.job)
+	a.Duration = time.Since(start)
+	switch lost := context.Cause(held); {
+	case errors.Is(context.Cause(ctx), ErrAtMostFor):
+		a.Outcome, a.Err = OutcomeFailed, explain(ctx, err)
+	case errors.Is(lost, lock.ErrLost), errors.Is(lost, lock.ErrClosed):
+		a.Outcome, a.Err = OutcomeLost, explain(held, err)
+	case err != nil:
+		a.Outcome, a.Err = OutcomeFailed, explain(ctx, err)
+	default:
+		a.Outcome = OutcomeRan
+	}
+	done()
+	s.releaseAfter(time.Until(start.Add(e.cfg.keepFor())), s.life.Done(), e.runKey, unlockRun)
+	return a
+}
+
+// holdMarker arranges for the marker just taken to be let go of at due,
+// by the Scheduler's clock.
+func (e *entry) holdMarker(due time.Time, unlock lock.UnlockFunc) {
+	free := e.s.releaseAfter(due.Sub(e.s.cfg.clock()), nil, e.tickKey, unlock)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.markerDue, e.freeMarker = due, free
+}
+
+// letGoOfMarker lets go of the marker this replica holds if it is due by
+// now, without waiting for the timer: at its next tick the holder must
+// find the marker free, however busy the machine.
+func (e *entry) letGoOfMarker(now time.Time) {
+	e.mu.Lock()
+	free := e.freeMarker
+	if free == nil || now.Before(e.markerDue) {
+		e.mu.Unlock()
+		return
+	}
+	e.freeMarker = nil
+	e.mu.Unlock()
+	free()
+}
+
+// runContext returns the job's context and the function to call when the
+// job returned. The context carries the run lock's ownership, but has a
+// cancellation of its own so that it ends with one cause decided by time,
+// not by which timer's goroutine runs first: [ErrAtMostFor] from the limit
+// on, since the fixed lease of AtMostFor ends right after it; before, the
+// cause of the run lock's context.
+func (e *entry) runContext(held context.Context, tick, start time.Time) (context.Context, func()) {
+	base := context.WithValue(context.WithoutCancel(held), runKey{}, run{key: e.runKey, tick: tick})
+	ctx, cancel := context.WithCancelCause(base)
+	limit := start.Add(e.cfg.budget())
+	stop := context.AfterFunc(held, func() {
+		cause := context.Cause(held)
+		if e.cfg.atMostSet && !time.Now().Before(limit) {
+			cause = ErrAtMostFor
+		}
+		cancel(cause)
+	})
+	if !e.cfg.atMostSet {
+		return ctx, func() { stop(); cancel(nil) }
+	}
+	ctx, cancelLimit := context.WithDeadlineCause(ctx, limit, ErrAtMostFor)
+	return ctx, func() { stop(); cancelLimit(); cancel(nil) }
+}
+
+// notObtained sets the outcome of a TryLock that failed with err: skipped
+// when another owner holds the key, failed otherwise.
+func (a Attempt) notObtained(err error, skipped Outcome) Attempt {
+	if errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.Canceled) {
+		a.Outcome = skipped
+	} else {
+		a.Outcome, a.Err = OutcomeFailed, err
+	}
+	return a
+}
+
+// call runs job, turning a panic into an error.
+func call(ctx context.Context, job Job) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v\n%s", ErrPanicked, r, debug.Stack())
+		}
+	}()
+	return job.Run(ctx)
+}
+
+// explain returns err with the cause of ctx, when ctx ended and err does
+// not already say so.
+func explain(ctx context.Context, err error) error {
+	cause := context.Cause(ctx)
+	switch {
+	case cause == nil:
+		return err
+	case err == nil:
+		return cause
+	case errors.Is(err, cause):
+		return err
+	}
+	return fmt.Errorf("%w: %w", cause, err)
+}
+
+// releaseAfter calls unlock once: after d, when early is closed, or when
+// the returned function is called, whichever comes first; at once when d
+// is not positive. Stop waits for it.
+func (s *Scheduler) releaseAfter(d time.Duration, early <-chan struct{}, key string, unlock lock.UnlockFunc) func() {
+	var once sync.Once
+	release := func() { once.Do(func() { s.logRelease(key, unlock()) }) }
+	if d <= 0 {
+		release()
+		return release
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-early:
+		}
+		release()
+	}()
+	return release
+}

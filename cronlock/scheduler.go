@@ -1,0 +1,234 @@
+package cronlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// Job is a unit of work that [Scheduler.AddJob] runs on schedule. Run
+// gets the run's context (see [Scheduler.AddFunc]); its error is reported
+// as the run's outcome.
+type Job interface {
+	Run(ctx context.Context) error
+}
+
+type jobFunc func(ctx context.Context) error
+
+func (f jobFunc) Run(ctx context.Context) error { return f(ctx) }
+
+// Redis lock keys of a job, passed to the Locker (which adds its prefix).
+const (
+	runKeyPrefix  = "cronlock:run:"
+	tickKeyPrefix = "cronlock:tick:"
+)
+
+// MaxNameLen is the longest job name accepted, in bytes.
+const MaxNameLen = lock.MaxKeyLen - len(tickKeyPrefix)
+
+// Scheduler runs jobs on a [cron.Cron] so that each scheduled tick runs
+// once across all replicas that share the Locker's Redis. It is safe for
+// concurrent use. Create it with [New].
+type Scheduler struct {
+	c      *cron.Cron
+	locker lock.Locker
+	cfg    config
+	err    error // from New: returned by AddFunc and AddJob
+
+	// life is the parent of every run's context; Stop cancels it with
+	// ErrStopped when the grace period ends.
+	life context.Context
+	kill context.CancelCauseFunc
+
+	mu      sync.Mutex
+	names   map[string]bool
+	stopped bool
+	wg      sync.WaitGroup // runs in progress and pending releases
+
+	stopOnce sync.Once
+	done     context.Context // Stop's result
+}
+
+// New returns a Scheduler that adds jobs to c and takes their locks with
+// locker. c keeps its own options (seconds field, location, logger,
+// chain); the Scheduler parses specs with c's parser.
+//
+// Defaults: skew tolerance [DefaultSkewTolerance] (500 ms), stop grace
+// [DefaultStopGrace] (10 s), the system clock, [slog.Default], no
+// callback.
+//
+// New does not fail: a nil c or locker or a bad option makes every
+// [Scheduler.AddFunc] and [Scheduler.AddJob] call return an error wrapping
+// [ErrInvalid] that names the problem.
+func New(c *cron.Cron, locker lock.Locker, opts ...Option) *Scheduler {
+	s := &Scheduler{c: c, locker: locker, names: make(map[string]bool)}
+	s.life, s.kill = context.WithCancelCause(context.Background())
+	s.cfg, s.err = newConfig(opts)
+	switch {
+	case c == nil:
+		s.err = invalidf("nil *cron.Cron")
+	case locker == nil:
+		s.err = invalidf("nil lock.Locker")
+	}
+	return s
+}
+
+// AddFunc adds fn as job name on schedule spec, parsed by the cron's
+// parser, and returns the cron entry's ID. (cron offers no other way to
+// its parser than adding an entry: AddFunc adds a placeholder entry and
+// removes it, which a verbose cron logger shows.)
+//
+// At every tick of spec, every replica's cron fires; the first to take
+// the tick runs fn, the others skip (see [Outcome]). Runs of a job never
+// overlap: when the previous run still holds the job, the tick is skipped
+// everywhere. Replicas find each other by name: jobs with the same name on
+// Schedulers sharing a Redis are one job and must have the same spec.
+// "@every d" specs are aligned so their ticks are the same on every
+// replica: multiples of d since the zero time (for a d that divides a day,
+// times of day in UTC: "@every 15m" ticks at :00, :15, :30 and :45).
+//
+// fn's context holds the job's run lock (see [FencingToken]) and is
+// cancelled with a cause: [lock.ErrLost] when the lock's lease is lost,
+// [lock.ErrClosed] when the Locker is closed, [ErrAtMostFor] when the run
+// reaches its [AtMostFor] limit, and [ErrStopped] when [Scheduler.Stop]'s
+// grace period ends. A panic in fn is recovered and reported as a failed
+// run; the lock is released either way.
+//
+// Errors wrap [ErrInvalid] for an empty, duplicate or too long name, a nil
+// fn, a spec the cron cannot parse or whose period is not above 4/3 of the
+// skew tolerance, a bad job option or a bad argument to [New]; after Stop
+// the error is [ErrStopped]. On error nothing is added.
+func (s *Scheduler) AddFunc(spec, name string, fn func(ctx context.Context) error, opts ...JobOption) (cron.EntryID, error) {
+	var job Job
+	if fn != nil {
+		job = jobFunc(fn)
+	}
+	return s.AddJob(spec, name, job, opts...)
+}
+
+// AddJob is [Scheduler.AddFunc] for a [Job].
+func (s *Scheduler) AddJob(spec, name string, job Job, opts ...JobOption) (cron.EntryID, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	switch {
+	case name == "":
+		return 0, invalidf("empty job name")
+	case len(name) > MaxNameLen:
+		return 0, invalidf("job name of %d bytes is longer than the maximum %d", len(name), MaxNameLen)
+	case job == nil:
+		return 0, invalidf("job %q: nil job", name)
+	}
+	jc, err := newJobConfig(opts)
+	if err != nil {
+		return 0, invalidf("job %q: %w", name, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.stopped:
+		return 0, ErrStopped
+	case s.names[name]:
+		return 0, invalidf("job %q: name already added", name)
+	}
+	parsed, err := parse(s.c, spec)
+	if err != nil {
+		return 0, invalidf("job %q: spec %q: %w", name, spec, err)
+	}
+	ticks, fires := s.schedules(parsed)
+	if err := checkPeriod(ticks, s.cfg.clock(), s.cfg.tolerance); err != nil {
+		return 0, invalidf("job %q: spec %q: %w", name, spec, err)
+	}
+	e := &entry{
+		s:       s,
+		name:    name,
+		job:     job,
+		cfg:     jc,
+		ticks:   ticks,
+		runKey:  runKeyPrefix + name,
+		tickKey: tickKeyPrefix + name,
+	}
+	s.names[name] = true
+	return s.c.Schedule(fires, e), nil
+}
+
+// Start starts the cron (the same as calling its Start). It does nothing
+// after [Scheduler.Stop] or when [New] got a bad argument.
+func (s *Scheduler) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.err != nil {
+		return
+	}
+	s.c.Start()
+}
+
+// begin registers a run attempt; it reports false after Stop.
+func (s *Scheduler) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// Stop stops the cron, so that no tick fires any more (ticks that fire
+// while it stops are dropped), and returns a context that is done when
+// every run has returned and released its locks.
+//
+// Running jobs get the grace period set with [WithStopGrace] to finish;
+// then their contexts are cancelled with cause [ErrStopped], and locks
+// kept for [AtLeastFor] are released. Tick markers are kept until their
+// time, at most 4 × the skew tolerance after their tick (2 s by default,
+// see [WithSkewTolerance]), so that a late replica cannot run the tick
+// again. A job that ignores its context keeps
+// the returned context from being done, as it keeps the cron's.
+//
+// Stop does not close the Locker. Calling it again returns the same
+// context. A stopped Scheduler cannot be started again.
+func (s *Scheduler) Stop() context.Context {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.stopped = true
+		s.mu.Unlock()
+		cronDone := closed
+		if s.err == nil {
+			cronDone = s.c.Stop().Done()
+		}
+		var cancel context.CancelFunc
+		s.done, cancel = context.WithCancel(context.Background())
+		go s.shutdown(cronDone, cancel)
+	})
+	return s.done
+}
+
+// closed is a channel that is closed.
+var closed = func() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+func (s *Scheduler) shutdown(cronDone <-chan struct{}, done context.CancelFunc) {
+	idle := make(chan struct{})
+	go func() {
+		<-cronDone
+		s.wg.Wait()
+		close(idle)
+	}()
+	grace := time.NewTimer(s.cfg.grace)
+	select {
+	case <-idle:
+	case <-grace.C:
+	}
+	grace.Stop()
+	s.kill(ErrStopped)
+	<-idle
+	done()
+}
