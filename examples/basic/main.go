@@ -15,9 +15,9 @@ import (
 	"log"
 	"os"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/examples/internal/embedded"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -30,18 +30,11 @@ func main() {
 }
 
 func run(url string) error {
-	if url == "" {
-		mr, err := miniredis.Run()
-		if err != nil {
-			return err
-		}
-		defer mr.Close()
-		url = "redis://" + mr.Addr()
-	}
-	opt, err := redis.ParseURL(url)
+	opt, stop, err := embedded.Redis(url)
 	if err != nil {
 		return err
 	}
+	defer stop()
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	locker, err := lock.New(rdb)

@@ -19,11 +19,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
 	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/examples/internal/embedded"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -37,18 +37,11 @@ func main() {
 }
 
 func run(url string, d time.Duration, w io.Writer) error {
-	if url == "" {
-		mr, err := miniredis.Run()
-		if err != nil {
-			return err
-		}
-		defer mr.Close()
-		url = "redis://" + mr.Addr()
-	}
-	opt, err := redis.ParseURL(url)
+	opt, stop, err := embedded.Redis(url)
 	if err != nil {
 		return err
 	}
+	defer stop()
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	var mu sync.Mutex // one line at a time

@@ -17,10 +17,10 @@ import (
 	"net/http/httptest"
 	"os"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/examples/internal/embedded"
 	"github.com/lockkit/lockkit/ginlock"
 	"github.com/lockkit/lockkit/lock"
 )
@@ -35,18 +35,11 @@ func main() {
 }
 
 func run(url, listen string, out io.Writer) error {
-	if url == "" {
-		mr, err := miniredis.Run()
-		if err != nil {
-			return err
-		}
-		defer mr.Close()
-		url = "redis://" + mr.Addr()
-	}
-	opt, err := redis.ParseURL(url)
+	opt, stop, err := embedded.Redis(url)
 	if err != nil {
 		return err
 	}
+	defer stop()
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	locker, err := lock.New(rdb)
