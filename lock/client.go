@@ -168,26 +168,27 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (c
 	return c.acquire(ctx, key, true, opts)
 }
 
+// call is one Lock or TryLock call under way.
+type call struct {
+	ctx   context.Context // the caller's; lock contexts derive from it
+	rctx  context.Context // for Redis calls and waiting: the observer's, or ctx
+	start time.Time
+	a     Acquire // what the observer is told
+}
+
 func (c *Client) acquire(ctx context.Context, key string, try bool, opts []LockOption) (context.Context, UnlockFunc, error) {
-	start := time.Now()
 	outer := findLevel(ctx, c, key)
-	a := Acquire{Key: key, Try: try, Reentrant: outer != nil}
+	cl := &call{ctx: ctx, rctx: ctx, start: time.Now(), a: Acquire{Key: key, Try: try, Reentrant: outer != nil}}
 	obs := c.cfg.observer
-	obsCtx := ctx
 	if obs != nil {
-		obsCtx = obs.AcquireStarted(ctx, a)
+		cl.rctx = obs.AcquireStarted(ctx, cl.a)
 	}
-	lvl, err := c.obtain(ctx, key, try, opts, outer, start)
-	if obs != nil {
-		a.Wait, a.Err, a.Outcome = time.Since(start), err, outcomeOf(err)
-		if lvl == nil {
-			obs.AcquireEnded(obsCtx, a, nil)
-		} else {
-			a.Token = lvl.h.token
-			lvl.ctx = obs.AcquireEnded(obsCtx, a, lvl.ctx)
-		}
-	}
+	lvl, err := c.obtain(cl, opts, outer)
 	if err != nil {
+		if obs != nil {
+			cl.a.Wait, cl.a.Err, cl.a.Outcome = time.Since(cl.start), err, outcomeOf(err)
+			obs.AcquireEnded(cl.rctx, cl.a, nil)
+		}
 		return nil, nil, err
 	}
 	return lvl.ctx, lvl.unlock, nil
@@ -209,8 +210,9 @@ func outcomeOf(err error) Outcome {
 	return OutcomeBusy
 }
 
-// obtain validates the call, then re-enters outer or takes key afresh.
-func (c *Client) obtain(ctx context.Context, key string, try bool, opts []LockOption, outer *level, start time.Time) (*level, error) {
+// obtain validates the call, then re-enters outer or takes the key afresh.
+func (c *Client) obtain(cl *call, opts []LockOption, outer *level) (*level, error) {
+	key := cl.a.Key
 	lc := lockConfig{lease: c.cfg.lease}
 	for _, o := range opts {
 		o(&lc)
@@ -224,28 +226,37 @@ func (c *Client) obtain(ctx context.Context, key string, try bool, opts []LockOp
 	if c.closed() {
 		return nil, ErrClosed
 	}
-	if err := ctx.Err(); err != nil {
+	if err := cl.ctx.Err(); err != nil {
 		return nil, errors.Join(&NotObtainedError{Key: key}, err)
 	}
-	if outer != nil {
-		return outer.h.enter(ctx)
+	lvl, err := c.take(cl, lc, outer)
+	if err != nil && cl.ctx.Err() != nil && !errors.Is(err, ErrNotObtained) {
+		// The caller's context ended during a Redis call.
+		err = errors.Join(&NotObtainedError{Key: key}, cl.ctx.Err())
 	}
-	h := c.newHold(ctx, key, lc)
+	return lvl, err
+}
+
+func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
+	if outer != nil {
+		return outer.h.enter(cl)
+	}
+	h := c.newHold(cl.ctx, cl.a.Key, lc)
 	var res attemptResult
 	var err error
-	if !try && c.wt.waiting(h.rk.channel) {
+	if !cl.a.Try && c.wt.waiting(h.rk.channel) {
 		// Queue behind this process's waiters instead of barging past them.
-		res, err = c.wt.wait(ctx, h, lc, 0, start)
-	} else if res, err = h.attempt(ctx); err == nil && !res.ok && !try {
-		res, err = c.wt.wait(ctx, h, lc, res.remaining, start)
+		res, err = c.wt.wait(cl.rctx, h, lc, 0, cl.start)
+	} else if res, err = h.attempt(cl.rctx); err == nil && !res.ok && !cl.a.Try {
+		res, err = c.wt.wait(cl.rctx, h, lc, res.remaining, cl.start)
 	}
 	switch {
 	case err != nil:
 		return nil, err
 	case !res.ok:
-		return nil, &NotObtainedError{Key: key, RemainingLease: res.remaining}
+		return nil, &NotObtainedError{Key: cl.a.Key, RemainingLease: res.remaining}
 	}
-	return h.start(ctx, res)
+	return h.start(cl, res)
 }
 
 func (c *Client) newOwner() string {

@@ -130,7 +130,7 @@ func mayHaveRun(err error) bool {
 
 // start makes a successful attempt the hold's first level and hands the
 // lease to the watchdog.
-func (h *hold) start(ctx context.Context, res attemptResult) (*level, error) {
+func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 	h.token = res.token
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -139,14 +139,14 @@ func (h *hold) start(ctx context.Context, res attemptResult) (*level, error) {
 	if !h.c.wd.add(h, res.sent) {
 		h.timer.Stop()
 		h.end = ErrClosed
-		h.release(ctx, 0)
+		h.release(cl.rctx, 0)
 		return nil, ErrClosed
 	}
-	return h.newLevelLocked(ctx), nil
+	return h.newLevelLocked(cl), nil
 }
 
 // enter re-enters the hold: one more hold count in Redis.
-func (h *hold) enter(ctx context.Context) (*level, error) {
+func (h *hold) enter(cl *call) (*level, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.end != nil {
@@ -154,7 +154,7 @@ func (h *hold) enter(ctx context.Context) (*level, error) {
 	}
 	n := len(h.levels) + 1
 	c := h.c
-	rs := fanOut(c, ctx, c.cfg.nodeTimeoutFor(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
+	rs := fanOut(c, cl.rctx, c.cfg.nodeTimeoutFor(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
 		return nd.acquire(ctx, h, n)
 	})
 	var v votes
@@ -175,15 +175,21 @@ func (h *hold) enter(ctx context.Context) (*level, error) {
 	case !c.won(v):
 		return nil, fmt.Errorf("lock: re-enter %q: %w", h.key, c.failure(v))
 	}
-	return h.newLevelLocked(ctx), nil
+	return h.newLevelLocked(cl), nil
 }
 
-func (h *hold) newLevelLocked(ctx context.Context) *level {
-	cctx, cancel := context.WithCancelCause(ctx)
+// newLevelLocked adds a level for cl and tells the observer, before any
+// loss or release of the hold can be reported for it.
+func (h *hold) newLevelLocked(cl *call) *level {
+	cctx, cancel := context.WithCancelCause(cl.ctx)
 	l := &level{h: h, cancel: cancel, start: time.Now(), reentrant: len(h.levels) > 0}
-	l.prev, _ = ctx.Value(levelKey{}).(*level)
+	l.prev, _ = cl.ctx.Value(levelKey{}).(*level)
 	l.held = context.WithValue(cctx, levelKey{}, l)
 	l.ctx = l.held
+	if o := h.c.cfg.observer; o != nil {
+		cl.a.Wait, cl.a.Outcome, cl.a.Token = time.Since(cl.start), OutcomeAcquired, h.token
+		l.ctx = o.AcquireEnded(cl.rctx, cl.a, l.held)
+	}
 	h.levels = append(h.levels, l)
 	return l
 }
@@ -213,10 +219,10 @@ func (l *level) unlock() error {
 	if n == 0 {
 		h.endLocked(errDone)
 	}
-	l.cancel(nil)
 	if live {
 		h.c.reportRelease(l, err)
 	}
+	l.cancel(nil)
 	return err
 }
 
@@ -263,8 +269,8 @@ func (h *hold) endLocked(cause error) {
 	h.timer.Stop()
 	h.c.wd.remove(h)
 	for _, l := range h.levels {
+		h.c.reportRelease(l, cause) // first, so the observer is done when ctx is
 		l.cancel(cause)
-		h.c.reportRelease(l, cause)
 	}
 }
 

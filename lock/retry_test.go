@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -58,5 +59,36 @@ func TestRetriedCommandsChangeOneLevel(t *testing.T) {
 	}
 	if mr.Exists("lockkit:{k}") {
 		t.Fatal("key kept")
+	}
+}
+
+// cancelDuringCall cancels the caller's context while a script call is
+// under way, as a request that ends mid-call does.
+type cancelDuringCall struct{ cancel context.CancelFunc }
+
+func (h cancelDuringCall) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h cancelDuringCall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.cancel()
+		return ctx.Err()
+	}
+}
+
+func (h cancelDuringCall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func TestContextEndedDuringCall(t *testing.T) {
+	mr, rdb := newMini(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	rdb.AddHook(cancelDuringCall{cancel})
+	c := newClient(t, rdb)
+	_, _, err := c.Lock(ctx, "k")
+	if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock = %v, want ErrNotObtained joined with context.Canceled", err)
+	}
+	if len(mr.Keys()) != 0 {
+		t.Fatalf("keys left: %v", mr.Keys())
 	}
 }
