@@ -1,0 +1,100 @@
+package otellock
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// acquireCtx carries one acquisition from AcquireStarted to AcquireEnded:
+// the caller's context with the lock.acquire span. It is made only when
+// something records the acquisition.
+type acquireCtx struct {
+	context.Context
+	span      trace.Span
+	recording bool // span records: lock.hold links to it
+	name      attribute.KeyValue
+}
+
+// AcquireStarted starts the lock.acquire span as a child of ctx's span. It
+// implements [lock.Observer].
+func (o *Observer) AcquireStarted(ctx context.Context, a lock.Acquire) context.Context {
+	ctx, span := o.tracer.Start(ctx, "lock.acquire")
+	recording := span.IsRecording()
+	if !recording && !o.m.acquireDuration.Enabled(ctx) && !o.m.acquireOutcomes.Enabled(ctx) {
+		return ctx // a span that does not record needs no End
+	}
+	name := o.lockName(a.Key)
+	if recording {
+		span.SetAttributes(append(o.spanAttrs(name, a), operation(a.Try))...)
+	}
+	return &acquireCtx{Context: ctx, span: span, recording: recording, name: name}
+}
+
+// AcquireEnded ends the lock.acquire span and records the acquisition's
+// metrics. When the lock was obtained it starts the lock.hold span, a child
+// of the caller's span, and returns held with that span in it, so that the
+// spans of the critical section are its children. It implements
+// [lock.Observer].
+func (o *Observer) AcquireEnded(ctx context.Context, a lock.Acquire, held context.Context) context.Context {
+	var name attribute.KeyValue // computed when needed
+	var link *trace.Link
+	if ac, ok := ctx.(*acquireCtx); ok {
+		name = ac.name
+		if ac.recording {
+			link = &trace.Link{SpanContext: ac.span.SpanContext()}
+		}
+		o.endAcquireSpan(ac.span, a)
+		o.recordAcquire(ac, a)
+	}
+	if held == nil {
+		return nil
+	}
+	return o.startHold(held, a, name, link)
+}
+
+func (o *Observer) endAcquireSpan(span trace.Span, a lock.Acquire) {
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(
+		keyAcquireOutcome.String(a.Outcome.String()),
+		keyWaitTime.Float64(a.Wait.Seconds()),
+	)
+	if a.Token != 0 {
+		span.SetAttributes(token(a.Token))
+	}
+	if a.Outcome == lock.OutcomeError {
+		o.fail(span, a.Err)
+	}
+}
+
+func (o *Observer) recordAcquire(ac *acquireCtx, a lock.Acquire) {
+	if !o.m.acquireDuration.Enabled(ac) && !o.m.acquireOutcomes.Enabled(ac) {
+		return
+	}
+	attrs := []attribute.KeyValue{
+		ac.name,
+		operation(a.Try),
+		keyAcquireOutcome.String(a.Outcome.String()),
+		keyReentrant.Bool(a.Reentrant),
+	}
+	if a.Outcome == lock.OutcomeError {
+		attrs = append(attrs, keyErrorType.String(errorType(a.Err)))
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	o.m.acquireDuration.Record(ac, a.Wait.Seconds(), opt)
+	o.m.acquireOutcomes.Add(ac, 1, opt)
+}
+
+// fail marks span as failed with err.
+func (o *Observer) fail(span trace.Span, err error) {
+	span.SetAttributes(keyErrorType.String(errorType(err)))
+	span.SetStatus(codes.Error, description(err, o.rawKey))
+}

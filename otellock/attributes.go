@@ -1,0 +1,64 @@
+package otellock
+
+import (
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// Attribute keys; docs/observability.md lists where each one appears.
+const (
+	keyName           = attribute.Key("lock.name")
+	keyKey            = attribute.Key("lock.key")
+	keyOperation      = attribute.Key("lock.operation")
+	keyReentrant      = attribute.Key("lock.reentrant")
+	keyToken          = attribute.Key("lock.fencing_token")
+	keyAcquireOutcome = attribute.Key("lock.acquire.outcome")
+	keyWaitTime       = attribute.Key("lock.acquire.wait_time")
+	keyHoldOutcome    = attribute.Key("lock.hold.outcome")
+	keyRenewalOutcome = attribute.Key("lock.renewal.outcome")
+	keyErrorType      = attribute.Key("error.type")
+)
+
+// Values of lock.hold.outcome.
+const (
+	holdReleased = "released" // unlocked, and Redis confirmed it
+	holdLost     = "lost"     // the lease was lost
+	holdClosed   = "closed"   // the Client was closed
+	holdError    = "error"    // the unlock failed
+)
+
+// Values of lock.renewal.outcome.
+const (
+	renewalRenewed = "renewed"
+	renewalLost    = "lost"
+	renewalError   = "error"
+)
+
+func operation(try bool) attribute.KeyValue {
+	if try {
+		return keyOperation.String("try_lock")
+	}
+	return keyOperation.String("lock")
+}
+
+// token converts a fencing token to the int64 that attributes carry.
+// Tokens count acquisitions of one key and stay far below 2^63.
+func token(t uint64) attribute.KeyValue {
+	return keyToken.Int64(int64(t))
+}
+
+// holdOutcome classifies the cause of a [lock.Release].
+func holdOutcome(cause error) string {
+	switch {
+	case cause == nil:
+		return holdReleased
+	case errors.Is(cause, lock.ErrLost):
+		return holdLost
+	case errors.Is(cause, lock.ErrClosed):
+		return holdClosed
+	}
+	return holdError
+}

@@ -1,0 +1,91 @@
+package otellock_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/lockkit/lockkit/lock"
+	"github.com/lockkit/lockkit/otellock"
+)
+
+func Example() {
+	mr, _ := miniredis.Run() // an embedded Redis; use your own in production
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	spans := tracetest.NewSpanRecorder() // in production: an exporter
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	defer tp.Shutdown(context.Background())
+
+	obs, err := otellock.New(otellock.WithTracerProvider(tp)) // metrics: the global MeterProvider
+	if err != nil {
+		panic(err)
+	}
+	locker, err := lock.New(rdb, lock.WithObserver(obs))
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	ctx, request := tp.Tracer("shop").Start(context.Background(), "POST /orders/:id/pay")
+	lctx, unlock, err := locker.Lock(ctx, "orders:42")
+	if err != nil {
+		panic(err)
+	}
+	_, charge := tp.Tracer("shop").Start(lctx, "charge card") // a child of lock.hold
+	charge.End()
+	_ = unlock()
+	request.End()
+
+	for _, s := range spans.Ended() {
+		var attrs []string
+		for _, kv := range s.Attributes() {
+			if kv.Key != "lock.acquire.wait_time" { // varies
+				attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
+			}
+		}
+		fmt.Println(strings.Join(append([]string{s.Name()}, attrs...), " "))
+	}
+	// Output:
+	// lock.acquire lock.name=orders lock.reentrant=false lock.operation=lock lock.acquire.outcome=acquired lock.fencing_token=1
+	// charge card
+	// lock.hold lock.name=orders lock.reentrant=false lock.fencing_token=1 lock.hold.outcome=released
+	// POST /orders/:id/pay
+}
+
+func ExampleDefaultLockName() {
+	for _, key := range []string{"orders:42", "orders:42:items", "cron:nightly-report:1700000000", "billing", "9f86d081"} {
+		fmt.Printf("%-31s → %s\n", key, otellock.DefaultLockName(key))
+	}
+	// Output:
+	// orders:42                       → orders
+	// orders:42:items                 → orders
+	// cron:nightly-report:1700000000  → cron:nightly-report
+	// billing                         → billing
+	// 9f86d081                        → _OTHER
+}
+
+func ExampleWithLockName() {
+	// Keys "tenants:<tenant>:<resource>:<id>": name locks by resource,
+	// whatever the tenant; tenant names have no digits, so the default
+	// would make a name per tenant.
+	byResource := func(key string) string {
+		if rest, ok := strings.CutPrefix(key, "tenants:"); ok {
+			_, key, _ = strings.Cut(rest, ":")
+		}
+		return otellock.DefaultLockName(key)
+	}
+	obs, err := otellock.New(otellock.WithLockName(byResource))
+	if err != nil {
+		panic(err)
+	}
+	_ = obs // lock.New(rdb, lock.WithObserver(obs))
+	fmt.Println(byResource("tenants:acme:invoices:42"))
+	// Output: invoices
+}

@@ -1,0 +1,4 @@
+package otellock
+
+// ErrorType exposes errorType to the tests.
+var ErrorType = errorType

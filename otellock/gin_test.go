@@ -1,0 +1,85 @@
+package otellock_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
+	"go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lockkit/lockkit/ginlock"
+)
+
+// TestGinRequest: a route locked by ginlock under otelgin. The lock's spans
+// are children of the request's server span, the handler's spans children
+// of lock.hold, and a second request that finds the order locked shows a
+// busy acquisition under its own request, not an error.
+func TestGinRequest(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	_, rdb := newMini(t)
+	tel := newTelemetry(t)
+	locker := tel.locker(t, rdb)
+
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	r := gin.New()
+	r.Use(otelgin.Middleware("shop", otelgin.WithTracerProvider(tel.tp),
+		otelgin.WithMeterProvider(metricnoop.NewMeterProvider())))
+	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), func(c *gin.Context) {
+		_, span := tel.tp.Tracer("test").Start(c.Request.Context(), "charge card")
+		span.End()
+		close(entered)
+		<-proceed
+		c.Status(http.StatusNoContent)
+	})
+	serve := func() int {
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/orders/42/pay", nil))
+		return w.Code
+	}
+
+	first := make(chan int)
+	go func() { first <- serve() }()
+	<-entered
+	if code := serve(); code != http.StatusConflict {
+		t.Errorf("second request: %d, want 409", code)
+	}
+	close(proceed)
+	if code := <-first; code != http.StatusNoContent {
+		t.Errorf("first request: %d, want 204", code)
+	}
+
+	var servers []sdktrace.ReadOnlySpan // the second request ends first
+	for _, s := range tel.spans.Ended() {
+		if s.SpanKind() == trace.SpanKindServer {
+			servers = append(servers, s)
+		}
+	}
+	if len(servers) != 2 {
+		t.Fatalf("%d server spans, want 2", len(servers))
+	}
+	busy, paid := servers[0], servers[1]
+
+	acquires := tel.ended("lock.acquire") // the first request's ends first
+	if len(acquires) != 2 {
+		t.Fatalf("%d lock.acquire spans, want 2", len(acquires))
+	}
+	childOf(t, acquires[0], paid.SpanContext())
+	wantAttrs(t, acquires[0], aName.String("orders"), aAcquireOutcome.String("acquired"))
+	childOf(t, acquires[1], busy.SpanContext())
+	wantAttrs(t, acquires[1], aName.String("orders"), aAcquireOutcome.String("busy"))
+	if acquires[1].Status().Code == codes.Error {
+		t.Errorf("busy acquisition has status %v", acquires[1].Status())
+	}
+
+	hold := tel.only(t, "lock.hold")
+	childOf(t, hold, paid.SpanContext())
+	childOf(t, tel.only(t, "charge card"), hold.SpanContext())
+	if !hold.EndTime().After(tel.only(t, "charge card").EndTime()) || hold.EndTime().After(paid.EndTime()) {
+		t.Errorf("lock.hold ended at %v, want between the handler's work and the request's end", hold.EndTime())
+	}
+}

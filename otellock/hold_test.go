@@ -1,0 +1,145 @@
+package otellock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/lockkit/lockkit/lock"
+)
+
+// wantHoldEnd checks a lock.hold span that ended other than by a confirmed
+// unlock.
+func wantHoldEnd(t *testing.T, s sdktrace.ReadOnlySpan, outcome, event, errType string) {
+	t.Helper()
+	wantAttrs(t, s, aHoldOutcome.String(outcome), aErrorType.String(errType))
+	if s.Status().Code != codes.Error {
+		t.Errorf("%s hold: status %v, want Error", outcome, s.Status())
+	}
+	var names []string
+	for _, e := range s.Events() {
+		names = append(names, e.Name)
+	}
+	if (event == "") != (len(names) == 0) || (event != "" && (len(names) != 1 || names[0] != event)) {
+		t.Errorf("%s hold: events %q, want %q", outcome, names, event)
+	}
+}
+
+func TestLeaseLost(t *testing.T) {
+	mr, rdb := newMini(t)
+	tel := newTelemetry(t)
+	locker := tel.locker(t, rdb)
+	ctx, request := tel.parent("request")
+	defer request.End()
+
+	// The lease must outlast both Lock calls, even slowed down by -race.
+	lctx, unlock := mustLock(t, locker, ctx, "orders:42", lock.WithFixedLease(500*time.Millisecond))
+	_, inner := mustLock(t, locker, lctx, "orders:42")
+	mr.FastForward(time.Second)          // the key expires in Redis...
+	done(t, lctx, 5*time.Second, "loss") // ...and the validity ends locally
+	// unlock waits for the loss to be reported.
+	if err := unlock(); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("unlock after loss: %v, want ErrLost", err)
+	}
+	_ = inner()
+
+	holds := tel.ended("lock.hold")
+	if len(holds) != 2 {
+		t.Fatalf("%d hold spans, want 2 (the level and its re-entry)", len(holds))
+	}
+	for _, s := range holds {
+		wantHoldEnd(t, s, "lost", "lock.lost", "lock.ErrLost")
+	}
+	m := tel.collect(t)
+	for _, reentrant := range []bool{false, true} {
+		attrs := []attribute.KeyValue{aName.String("orders"), aReentrant.Bool(reentrant)}
+		if n := m.value(t, "lock.lost", attrs...); n != 1 {
+			t.Errorf("lock.lost{reentrant=%v} = %d, want 1", reentrant, n)
+		}
+		if n := m.value(t, "lock.held", attrs...); n != 0 {
+			t.Errorf("lock.held{reentrant=%v} = %d after loss, want 0", reentrant, n)
+		}
+		m.histogram(t, "lock.hold.duration", append(attrs, aHoldOutcome.String("lost"))...)
+	}
+}
+
+func TestClosedWhileHeld(t *testing.T) {
+	_, rdb := newMini(t)
+	tel := newTelemetry(t)
+	locker := tel.locker(t, rdb)
+
+	lctx, unlock := mustLock(t, locker, context.Background(), "orders:42")
+	if err := locker.Close(); err != nil {
+		t.Fatal(err)
+	}
+	done(t, lctx, time.Second, "Close")
+	_ = unlock() // Close returned after reporting, but unlock is needed anyway
+
+	wantHoldEnd(t, tel.only(t, "lock.hold"), "closed", "lock.closed", "lock.ErrClosed")
+	m := tel.collect(t)
+	attrs := []attribute.KeyValue{aName.String("orders"), aReentrant.Bool(false)}
+	m.histogram(t, "lock.hold.duration", append(attrs, aHoldOutcome.String("closed"))...)
+	if n := m.value(t, "lock.held", attrs...); n != 0 {
+		t.Errorf("lock.held = %d after Close, want 0", n)
+	}
+	if n := m.value(t, "lock.lost", attrs...); n != 0 {
+		t.Errorf("lock.lost = %d after Close, want 0", n)
+	}
+}
+
+func TestUnlockFailure(t *testing.T) {
+	mr, rdb := newMini(t)
+	tel := newTelemetry(t)
+	locker := tel.locker(t, rdb)
+
+	_, unlock := mustLock(t, locker, context.Background(), "orders:42")
+	mr.Close()
+	if err := unlock(); err == nil {
+		t.Fatal("unlock with Redis down succeeded")
+	}
+
+	wantHoldEnd(t, tel.only(t, "lock.hold"), "error", "", "*net.OpError")
+	m := tel.collect(t)
+	m.histogram(t, "lock.hold.duration", aName.String("orders"), aReentrant.Bool(false),
+		aHoldOutcome.String("error"), aErrorType.String("*net.OpError"))
+	if n := m.value(t, "lock.held", aName.String("orders"), aReentrant.Bool(false)); n != 0 {
+		t.Errorf("lock.held = %d after the failed unlock, want 0", n)
+	}
+}
+
+// TestLeaseLostWhileRedisPaused: against a real redis-server that stops
+// answering, renewals fail and the hold is lost when its validity ends.
+func TestLeaseLostWhileRedisPaused(t *testing.T) {
+	srv := redistest.Start(t)
+	tel := newTelemetry(t)
+	locker := tel.locker(t, srv.Client(t))
+
+	lctx, unlock := mustLock(t, locker, context.Background(), "orders:42", lock.WithLease(600*time.Millisecond))
+	srv.Pause()
+	start := time.Now()
+	done(t, lctx, 5*time.Second, "loss")
+	lostAfter := time.Since(start)
+	srv.Resume()
+	if err := unlock(); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("unlock after loss: %v, want ErrLost", err)
+	}
+
+	if lostAfter > 2*time.Second {
+		t.Errorf("loss noticed %v after Redis stopped, want within the 600 ms lease (generous bound 2 s)", lostAfter)
+	}
+	wantHoldEnd(t, tel.only(t, "lock.hold"), "lost", "lock.lost", "lock.ErrLost")
+	m := tel.collect(t)
+	// Renewals time out: the error is the deadline's or the connection's.
+	if n, sets := m.total(t, "lock.renewals", aRenewalOutcome.String("error")); n < 1 || !sets[0].HasValue(aErrorType) {
+		t.Errorf("lock.renewals{error} = %d at %v, want at least 1 with error.type", n, sets)
+	}
+	if n := m.value(t, "lock.lost", aName.String("orders"), aReentrant.Bool(false)); n != 1 {
+		t.Errorf("lock.lost = %d, want 1", n)
+	}
+}

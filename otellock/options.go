@@ -1,0 +1,72 @@
+package otellock
+
+import (
+	"fmt"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// Option configures an [Observer]; pass options to [New].
+type Option func(*config)
+
+type config struct {
+	tp     trace.TracerProvider
+	mp     metric.MeterProvider
+	name   func(key string) string
+	rawKey bool
+}
+
+// WithTracerProvider sets the provider of the tracer that records the
+// lock.acquire and lock.hold spans. Default: the global provider
+// (otel.GetTracerProvider) at the time of [New]; a global set later is
+// still used, as the global provider delegates to it.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tp = tp }
+}
+
+// WithMeterProvider sets the provider of the meter that records the lock
+// metrics. Default: the global provider (otel.GetMeterProvider) at the time
+// of [New], which delegates to a global set later.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.mp = mp }
+}
+
+// WithLockName sets the function that maps a lock key to the lock.name
+// attribute of spans and metrics. It must be safe for concurrent use, fast,
+// and return few distinct values: every name is a time series of each
+// metric. An empty result is recorded as "_OTHER". Default
+// [DefaultLockName].
+//
+// To keep one series per key, which is only wise for a small fixed set of
+// keys, pass a function returning the key.
+func WithLockName(f func(key string) string) Option {
+	return func(c *config) { c.name = f }
+}
+
+// WithRawKey adds the lock key itself as the lock.key attribute of spans,
+// and the full error messages, which name the key, to their status. Keys
+// often hold identifiers of users or orders, so this is off by default.
+// Metrics never get the raw key; see [WithLockName].
+func WithRawKey() Option {
+	return func(c *config) { c.rawKey = true }
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.tp == nil:
+		return invalid("nil TracerProvider")
+	case c.mp == nil:
+		return invalid("nil MeterProvider")
+	case c.name == nil:
+		return invalid("nil lock name function")
+	}
+	return nil
+}
+
+// invalid returns an error about a bad argument; it wraps [lock.ErrInvalid].
+func invalid(problem string) error {
+	return fmt.Errorf("otellock: %s: %w", problem, lock.ErrInvalid)
+}
