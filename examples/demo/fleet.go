@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+	"github.com/robfig/cron/v3"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/examples/internal/embedded"
+	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/lock"
+	"github.com/lockkit/lockkit/otellock"
+)
+
+// fleet is the replicas of the order service, the Redis they share and the
+// spans they record.
+type fleet struct {
+	redisName string
+	shop      *shop
+	spans     *tracetest.SpanRecorder
+	replicas  []*replica
+	closers   []func()
+}
+
+// replica is one instance of the service, as one pod would run it.
+type replica struct {
+	locker *lock.Client
+	sched  *cronlock.Scheduler
+	srv    *http.Server
+	addr   string
+}
+
+func startFleet(cfg config) (_ *fleet, err error) {
+	f := &fleet{redisName: "embedded Redis", spans: tracetest.NewSpanRecorder()}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
+	opt, stop, err := embedded.Redis(cfg.redisURL)
+	if err != nil {
+		return nil, err
+	}
+	f.closers = append(f.closers, stop)
+	if cfg.redisURL != "" {
+		f.redisName = "Redis at " + opt.Addr
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(f.spans))
+	f.closers = append(f.closers, func() { _ = tp.Shutdown(context.Background()) })
+	obs, err := otellock.New(otellock.WithTracerProvider(tp))
+	if err != nil {
+		return nil, err
+	}
+	prefix, err := runPrefix()
+	if err != nil {
+		return nil, err
+	}
+	data := redis.NewClient(opt)
+	f.closers = append(f.closers, func() { _ = data.Close() })
+	f.shop = newShop(data, prefix, cfg.payTime, tp.Tracer("lockkit-demo"))
+
+	gin.SetMode(gin.ReleaseMode)
+	for range cfg.replicas {
+		r, err := f.startReplica(opt, prefix, obs, tp)
+		if err != nil {
+			return nil, err
+		}
+		f.replicas = append(f.replicas, r)
+	}
+	for _, r := range f.replicas {
+		r.sched.Start()
+	}
+	return f, nil
+}
+
+// runPrefix is a fresh key prefix, so runs against a real Redis never meet
+// each other's keys.
+func runPrefix() (string, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "lockkit-demo-" + hex.EncodeToString(b[:]), nil
+}
+
+func (f *fleet) startReplica(opt *redis.Options, prefix string, obs *otellock.Observer, tp *sdktrace.TracerProvider) (*replica, error) {
+	rdb := redis.NewClient(opt) // each replica its own pool, as in separate processes
+	f.closers = append(f.closers, func() { _ = rdb.Close() })
+	locker, err := lock.New(rdb, lock.WithPrefix(prefix), lock.WithObserver(obs))
+	if err != nil {
+		return nil, err
+	}
+	r := &replica{locker: locker}
+	f.closers = append(f.closers, func() { _ = locker.Close() })
+
+	engine := gin.New()
+	engine.Use(gin.Recovery(), otelgin.Middleware("orders", otelgin.WithTracerProvider(tp)))
+	engine.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), f.shop.pay)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	r.addr = l.Addr().String()
+	r.srv = &http.Server{Handler: engine, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := r.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("replica stopped", "addr", r.addr, "err", err)
+		}
+	}()
+	f.closers = append(f.closers, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = r.srv.Shutdown(ctx)
+	})
+
+	// The replicas share this process's clock, so a small skew tolerance is
+	// honest here, and it leaves a late cron the most room: 600 ms for a job
+	// every second (see cronlock.WithSkewTolerance).
+	r.sched = cronlock.New(cron.New(cron.WithSeconds()), locker,
+		cronlock.WithSkewTolerance(200*time.Millisecond),
+		cronlock.WithLogger(slog.New(slog.DiscardHandler)), cronlock.WithOnAttempt(f.shop.attempt))
+	f.closers = append(f.closers, func() { <-r.sched.Stop().Done() })
+	if _, err := r.sched.AddFunc("@every 1s", "settle", f.shop.settle); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (f *fleet) urls() []string {
+	var urls []string
+	for _, r := range f.replicas {
+		urls = append(urls, "http://"+r.addr)
+	}
+	return urls
+}
+
+func (f *fleet) listenAddrs() string {
+	var a []string
+	for _, r := range f.replicas {
+		a = append(a, r.addr)
+	}
+	return strings.Join(a, ", ")
+}
+
+// stopCron stops every replica's scheduler and waits for running jobs.
+func (f *fleet) stopCron() {
+	for _, r := range f.replicas {
+		<-r.sched.Stop().Done()
+	}
+}
+
+// close stops everything startFleet started, in reverse order.
+func (f *fleet) close() {
+	for i := len(f.closers) - 1; i >= 0; i-- {
+		f.closers[i]()
+	}
+}

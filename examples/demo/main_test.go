@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/lockkit/lockkit/internal/redistest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// short is a run small enough for the test suite: every invariant still
+// meets duplicates and several cron ticks.
+var short = config{duration: 3 * time.Second, replicas: 3, concurrency: 8, orders: 4, payTime: 5 * time.Millisecond}
+
+func TestDemoEmbedded(t *testing.T) {
+	var out bytes.Buffer
+	rep, err := run(context.Background(), short, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.ok() {
+		t.Fatalf("an invariant did not hold:\n%s", out.String())
+	}
+	if rep.statuses[409] == 0 {
+		t.Errorf("no request was turned away: the load never contended\n%s", out.String())
+	}
+	for _, want := range []string{"each paid exactly once  ok", "lost leases  0  ok", "lock.hold", "PASS"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestDemoRealRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := short
+	cfg.redisURL = "redis://" + srv.Addr
+	var out bytes.Buffer
+	rep, err := run(context.Background(), cfg, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.ok() {
+		t.Fatalf("an invariant did not hold:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "Redis at "+srv.Addr) {
+		t.Errorf("report does not name the Redis:\n%s", out.String())
+	}
+}
+
+func TestDemoRejectsBadFlags(t *testing.T) {
+	for _, cfg := range []config{
+		{duration: 0, replicas: 3, concurrency: 1, orders: 1},
+		{duration: time.Second, replicas: 0, concurrency: 1, orders: 1},
+		{duration: time.Second, replicas: 1, concurrency: 0, orders: 1},
+		{duration: time.Second, replicas: 1, concurrency: 1, orders: 0},
+	} {
+		if _, err := run(context.Background(), cfg, &bytes.Buffer{}); err == nil {
+			t.Errorf("run(%+v) accepted", cfg)
+		}
+	}
+	cfg := short
+	cfg.redisURL = "ftp://nowhere"
+	if _, err := run(context.Background(), cfg, &bytes.Buffer{}); err == nil {
+		t.Error("a bad Redis URL was accepted")
+	}
+}

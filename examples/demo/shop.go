@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/lock"
+)
+
+// shop is the order service every replica runs, and the record of what
+// happened that the report checks. Orders live in Redis; the record is in
+// memory, shared by the replicas because they run in one process here.
+type shop struct {
+	rdb     *redis.Client
+	prefix  string // of this run's order keys
+	payTime time.Duration
+	tracer  trace.Tracer
+
+	mu        sync.Mutex
+	paying    map[string]int // payments of an order in progress now
+	maxPaying int            // the most payments of one order at once
+	payments  map[string]int
+	runs      map[time.Time]int // cron runs per tick
+	attempts  map[cronlock.Outcome]int
+}
+
+func newShop(rdb *redis.Client, prefix string, payTime time.Duration, tracer trace.Tracer) *shop {
+	return &shop{
+		rdb: rdb, prefix: prefix, payTime: payTime, tracer: tracer,
+		paying: map[string]int{}, payments: map[string]int{},
+		runs: map[time.Time]int{}, attempts: map[cronlock.Outcome]int{},
+	}
+}
+
+// pay is the handler of POST /orders/:id/pay, run under ginlock's lock on
+// "orders:{id}". Its check-then-pay would pay twice without the lock.
+func (s *shop) pay(c *gin.Context) {
+	ctx, span := s.tracer.Start(c.Request.Context(), "pay")
+	defer span.End()
+	id := c.Param("id")
+	defer s.enter(id)()
+
+	paid := s.prefix + ":paid:" + id
+	n, err := s.rdb.Exists(ctx, paid).Result()
+	if err != nil {
+		c.AbortWithStatus(http.StatusInternalServerError)
+		return
+	}
+	if n == 1 {
+		c.JSON(http.StatusOK, gin.H{"order": id, "status": "already paid"})
+		return
+	}
+	select { // the call to the payment provider
+	case <-time.After(s.payTime):
+	case <-ctx.Done(): // the lock was lost, or the client left
+		c.AbortWithStatus(http.StatusServiceUnavailable)
+		return
+	}
+	token, _ := lock.FencingToken(ctx, "orders:"+id)
+	if err := s.rdb.Set(ctx, paid, token, 0).Err(); err != nil {
+		c.AbortWithStatus(http.StatusInternalServerError)
+		return
+	}
+	s.mu.Lock()
+	s.payments[id]++
+	s.mu.Unlock()
+	c.JSON(http.StatusOK, gin.H{"order": id, "status": "paid", "fencing_token": token})
+}
+
+// enter records a payment of id in progress until the returned function
+// is called.
+func (s *shop) enter(id string) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.paying[id]++
+	s.maxPaying = max(s.maxPaying, s.paying[id])
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.paying[id]--
+	}
+}
+
+// settle is the cron job: it records which tick it ran for.
+func (s *shop) settle(ctx context.Context) error {
+	tick, _ := cronlock.Tick(ctx)
+	s.mu.Lock()
+	s.runs[tick]++
+	s.mu.Unlock()
+	return s.rdb.Set(ctx, s.prefix+":settled", strconv.FormatInt(tick.Unix(), 10), 0).Err()
+}
+
+// attempt records the outcome of every replica's cron attempt.
+func (s *shop) attempt(a cronlock.Attempt) {
+	s.mu.Lock()
+	s.attempts[a.Outcome]++
+	s.mu.Unlock()
+}
