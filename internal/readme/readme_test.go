@@ -1,0 +1,116 @@
+package readme_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
+
+// normalize drops indentation and blank lines, so a block matches the body
+// of the function that holds it.
+func normalize(s string) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestREADMEGoBlocksAreCompiled(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snippets, err := os.ReadFile("snippets_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := goBlock.FindAllStringSubmatch(string(readme), -1)
+	if len(blocks) == 0 {
+		t.Fatal("no Go block found in README.md")
+	}
+	compiled := normalize(string(snippets))
+	for _, b := range blocks {
+		if !strings.Contains(compiled, normalize(b[1])) {
+			t.Errorf("this README block is not in snippets_test.go word for word:\n%s", b[1])
+		}
+	}
+}
+
+// The snippets do what the README says, against an embedded Redis.
+
+func TestTheLockSnippet(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	held := false
+	err := theLock(context.Background(), rdb, func(ctx context.Context) error {
+		held = lock.Held(ctx, "orders:42")
+		return nil
+	})
+	if err != nil || !held {
+		t.Fatalf("err %v, held %v", err, held)
+	}
+	if len(mr.Keys()) != 1 { // only the fencing counter is left
+		t.Fatalf("keys left: %v", mr.Keys())
+	}
+}
+
+func TestGinSnippet(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker, err := lock.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close()
+	gin.SetMode(gin.TestMode)
+	ok := func(c *gin.Context) { c.Status(http.StatusOK) }
+	r := ginRoutes(locker, ok, ok)
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/orders/42/pay", nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("pay: %d", w.Code)
+	}
+	w = httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/reports", nil))
+	if w.Code != http.StatusBadRequest { // no authenticated user
+		t.Fatalf("reports without a user: %d, want 400", w.Code)
+	}
+}
+
+func TestCronTracingAndScaleSnippets(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker, err := lock.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close()
+	if err := cronJobs(locker, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := tracing(rdb); err != nil {
+		t.Fatal(err)
+	}
+	if err := scale(nil, rdb, rdb, rdb); !errors.Is(err, lock.ErrInvalid) {
+		t.Fatalf("scale with one node three times = %v, want ErrInvalid", err)
+	}
+}

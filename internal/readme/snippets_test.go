@@ -1,0 +1,89 @@
+package readme_test
+
+import (
+	"context"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+	"github.com/robfig/cron/v3"
+
+	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/lock"
+	"github.com/lockkit/lockkit/otellock"
+)
+
+// Each function below holds one Go block of README.md, word for word; its
+// parameters are what the block takes from around it.
+
+func theLock(ctx context.Context, rdb *redis.Client, pay func(context.Context) error) error {
+	locker, err := lock.New(rdb) // a *redis.Client or *redis.ClusterClient
+	if err != nil {
+		return err
+	}
+	defer locker.Close()
+
+	ctx, unlock, err := locker.Lock(ctx, "orders:42") // waits; TryLock does not
+	if err != nil {
+		return err // lock.ErrNotObtained, lock.ErrClosed, a Redis error, ...
+	}
+	defer unlock()
+	return pay(ctx) // ctx is cancelled with cause lock.ErrLost if the lease is lost
+}
+
+func ginRoutes(locker lock.Locker, pay, report gin.HandlerFunc) *gin.Engine {
+	r := gin.New()
+	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), pay)
+
+	// Wait up to 2 s instead of answering 409; lock per authenticated user.
+	r.POST("/reports", ginlock.New(locker, "reports:{value.user}",
+		ginlock.WithWait(2*time.Second),
+		ginlock.WithValue("user", func(c *gin.Context) string { return c.GetString("user") }),
+	), report)
+	return r
+}
+
+func cronJobs(locker lock.Locker, cleanup func(context.Context) error) error {
+	c := cron.New(cron.WithSeconds()) // the cron keeps its options: seconds, location, logger
+	s := cronlock.New(c, locker)      // locker: the process's *lock.Client
+	_, err := s.AddFunc("0 */5 * * * *", "cleanup", func(ctx context.Context) error {
+		return cleanup(ctx) // ctx ends with a cause: lock.ErrLost, cronlock.ErrAtMostFor, cronlock.ErrStopped
+	}, cronlock.AtMostFor(4*time.Minute))
+	if err != nil {
+		return err // cronlock.ErrInvalid: bad spec, duplicate name, AtLeastFor > AtMostFor, ...
+	}
+	s.Start()
+	defer func() { <-s.Stop().Done() }() // 10 s grace for running jobs, then cancels them
+	return nil
+}
+
+func tracing(rdb *redis.Client) error {
+	obs, err := otellock.New() // the global TracerProvider and MeterProvider
+	if err != nil {
+		return err
+	}
+	locker, err := lock.New(rdb, lock.WithObserver(obs))
+	if err != nil {
+		return err
+	}
+	defer locker.Close()
+	return nil
+}
+
+func scale(addrs []string, node1, node2, node3 redis.UniversalClient) error {
+	// Redis Cluster: the same lock.New; keys share a hash tag, wake-ups use sharded pub/sub.
+	clustered, err := lock.New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}))
+	if err != nil {
+		return err
+	}
+	defer clustered.Close()
+
+	// Quorum (Redlock) over independent masters: held when a majority agrees.
+	quorum, err := lock.NewQuorum([]redis.UniversalClient{node1, node2, node3})
+	if err != nil {
+		return err
+	}
+	defer quorum.Close()
+	return nil
+}
