@@ -28,9 +28,10 @@ type hold struct {
 	parent context.Context // the outermost caller's; renewal stops when it is done
 	token  uint64
 
-	mu         sync.Mutex
-	levels     []*level // live levels, outermost first
-	end        error    // nil while held; then errDone, ErrLost or ErrClosed
+	ops        sync.Mutex // serialises the hold count's changes in Redis
+	mu         sync.Mutex // guards what follows; never held over a Redis call
+	levels     []*level   // live levels, outermost first
+	end        error      // nil while held; then errDone, ErrLost or ErrClosed
 	validUntil time.Time
 	timer      *time.Timer // ends the hold with ErrLost at validUntil
 }
@@ -105,7 +106,7 @@ func (h *hold) attempt(ctx context.Context) (attemptResult, error) {
 		return attemptResult{ok: true, token: token, sent: sent}, nil
 	}
 	if taken {
-		h.release(context.WithoutCancel(ctx), 0) // a minority, or too late
+		_ = h.release(ctx, 0) // a minority, or too late
 	}
 	if len(v.errs) > 0 && len(heldFor)+v.yes < c.quorum {
 		return attemptResult{}, fmt.Errorf("lock: acquire %q: %w", h.key, c.failure(v))
@@ -139,7 +140,7 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 	if !h.c.wd.add(h, res.sent) {
 		h.timer.Stop()
 		h.end = ErrClosed
-		h.release(cl.rctx, 0)
+		_ = h.release(cl.rctx, 0)
 		return nil, ErrClosed
 	}
 	return h.newLevelLocked(cl), nil
@@ -147,12 +148,15 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 
 // enter re-enters the hold: one more hold count in Redis.
 func (h *hold) enter(cl *call) (*level, error) {
+	h.ops.Lock()
+	defer h.ops.Unlock()
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.end != nil {
-		return nil, h.end
+	h.checkValidityLocked()
+	end, n := h.end, len(h.levels)+1
+	h.mu.Unlock()
+	if end != nil {
+		return nil, end
 	}
-	n := len(h.levels) + 1
 	c := h.c
 	rs := fanOut(c, cl.rctx, c.cfg.nodeTimeoutFor(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
 		return nd.acquire(ctx, h, n)
@@ -168,14 +172,26 @@ func (h *hold) enter(cl *call) (*level, error) {
 			v.no++
 		}
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	switch {
 	case c.lost(v):
 		h.endLocked(ErrLost)
 		return nil, ErrLost
 	case !c.won(v):
 		return nil, fmt.Errorf("lock: re-enter %q: %w", h.key, c.failure(v))
+	case h.end != nil: // lost or closed while the command ran
+		return nil, h.end
 	}
 	return h.newLevelLocked(cl), nil
+}
+
+// checkValidityLocked ends the hold with ErrLost when its validity has run
+// out, in case the timer that does so has not fired yet.
+func (h *hold) checkValidityLocked() {
+	if h.end == nil && !time.Now().Before(h.validUntil) {
+		h.endLocked(ErrLost)
+	}
 }
 
 // newLevelLocked adds a level for cl and tells the observer, before any
@@ -197,38 +213,54 @@ func (h *hold) newLevelLocked(cl *call) *level {
 // unlock releases one level; it is the level's UnlockFunc.
 func (l *level) unlock() error {
 	h := l.h
+	h.ops.Lock()
+	defer h.ops.Unlock()
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if l.unlocked {
+		h.mu.Unlock()
 		return ErrNotHeld
 	}
 	l.unlocked = true
 	h.levels = slices.DeleteFunc(h.levels, func(x *level) bool { return x == l })
 	n := len(h.levels)
-	live := h.end == nil
+	reported := h.end != nil // the loss or Close that ended the hold told the observer
+	h.checkValidityLocked()
+	end := h.end
+	if n == 0 {
+		h.endLocked(errDone) // no more renewals, whatever Redis answers
+	}
+	h.mu.Unlock()
+
 	var err error
-	switch h.end {
+	switch end {
 	case nil, ErrClosed:
 		err = h.release(l.ctx, n)
 	case ErrLost:
 		if n == 0 {
-			h.release(l.ctx, 0) // lets others in sooner if the key is still ours
+			_ = h.release(l.ctx, 0) // lets others in sooner if the key is still ours
 		}
 		err = ErrLost
 	}
-	if n == 0 {
-		h.endLocked(errDone)
+	h.mu.Lock()
+	if err == ErrLost {
+		h.endLocked(ErrLost) // for the inner levels still held
 	}
-	if live {
+	if !reported {
 		h.c.reportRelease(l, err)
 	}
-	l.cancel(nil)
+	h.mu.Unlock()
+	if err == ErrLost {
+		l.cancel(ErrLost) // the lock was gone before this unlock
+	} else {
+		l.cancel(nil)
+	}
 	return err
 }
 
 // release moves the owner's hold count in Redis to n, deleting the key and
 // announcing the release at 0. It runs without ctx's cancellation, bounded
-// by releaseTimeout.
+// by releaseTimeout, and returns ErrLost when the owner no longer held the
+// key.
 func (h *hold) release(ctx context.Context, n int) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
@@ -251,9 +283,6 @@ func (h *hold) release(ctx context.Context, n int) error {
 	case c.won(v):
 		return nil
 	case c.lost(v):
-		if h.timer != nil {
-			h.endLocked(ErrLost)
-		}
 		return ErrLost
 	}
 	return fmt.Errorf("lock: release %q: %w", h.key, c.failure(v))
@@ -289,16 +318,16 @@ func (h *hold) expire() {
 }
 
 // renewed records a watchdog renewal sent at sent: alive tells whether
-// Redis still had the owner.
-func (h *hold) renewed(sent time.Time, alive bool) {
+// Redis still had the owner. It reports whether this ended the hold.
+func (h *hold) renewed(sent time.Time, alive bool) (lost bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.end != nil {
-		return
+		return false
 	}
 	if !alive {
 		h.endLocked(ErrLost)
-		return
+		return true
 	}
 	// A confirmation that arrives after the validity it would extend proves
 	// nothing (the timer may just not have fired yet).
@@ -306,6 +335,7 @@ func (h *hold) renewed(sent time.Time, alive bool) {
 		h.validUntil = until
 		h.timer.Reset(time.Until(until))
 	}
+	return false
 }
 
 func (c *Client) reportRelease(l *level, cause error) {

@@ -18,7 +18,7 @@ var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 // {tag}, so a lock's scripts run on one Redis Cluster slot.
 type redisKeys struct {
 	lock    string // hash: owner -> hold count, with the lease as TTL
-	fence   string // fencing counter, never expires
+	fence   string // hash: fencing token and last releasing owner, never expires
 	channel string // release announcements
 }
 

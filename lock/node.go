@@ -43,7 +43,7 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int) ([]int64, error) {
 // release runs release.lua: it moves h's owner to hold count n and reports
 // whether the owner still held the key.
 func (nd *node) release(ctx context.Context, h *hold, n int) (bool, error) {
-	ok, err := releaseScript.Run(ctx, nd.rdb, []string{h.rk.lock, h.rk.channel},
+	ok, err := releaseScript.Run(ctx, nd.rdb, []string{h.rk.lock, h.rk.fence, h.rk.channel},
 		h.owner, n, nd.publish).Int64()
 	return ok == 1, err
 }
@@ -55,7 +55,7 @@ func (nd *node) renew(ctx context.Context, batch []*hold) ([]bool, error) {
 	if nd.sharded {
 		chunk = 1
 	}
-	run := func() ([]*redis.Cmd, error) {
+	run := func(eval bool) ([]*redis.Cmd, error) {
 		pipe := nd.rdb.Pipeline()
 		var cmds []*redis.Cmd
 		for lo := 0; lo < len(batch); lo += chunk {
@@ -66,16 +66,18 @@ func (nd *node) renew(ctx context.Context, batch []*hold) ([]bool, error) {
 				keys[i] = h.rk.lock
 				args = append(args, h.owner, h.lease.Milliseconds())
 			}
-			cmds = append(cmds, renewScript.EvalSha(ctx, pipe, keys, args...))
+			if eval {
+				cmds = append(cmds, renewScript.Eval(ctx, pipe, keys, args...))
+			} else {
+				cmds = append(cmds, renewScript.EvalSha(ctx, pipe, keys, args...))
+			}
 		}
 		_, err := pipe.Exec(ctx)
 		return cmds, err
 	}
-	cmds, err := run()
+	cmds, err := run(false)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = renewScript.Load(ctx, nd.rdb).Err(); err == nil {
-			cmds, err = run()
-		}
+		cmds, err = run(true) // EVAL also caches the script for next time
 	}
 	if err != nil {
 		return nil, err

@@ -3,6 +3,8 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -90,5 +92,56 @@ func TestContextEndedDuringCall(t *testing.T) {
 	}
 	if len(mr.Keys()) != 0 {
 		t.Fatalf("keys left: %v", mr.Keys())
+	}
+}
+
+// dropFirstReleaseReply runs the first outermost release, lets another
+// owner take the key, and then acts as if the reply had been lost, so that
+// the retry meets a key that is someone else's.
+type dropFirstReleaseReply struct {
+	between func()
+	done    bool
+}
+
+func (h *dropFirstReleaseReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *dropFirstReleaseReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		args := cmd.Args() // eval(sha) script 3 lock fence channel owner n publish
+		if err == nil && !h.done && strings.HasPrefix(cmd.Name(), "eval") && len(args) == 9 && fmt.Sprint(args[7]) == "0" {
+			h.done = true
+			h.between()
+			return next(ctx, cmd) // the retry
+		}
+		return err
+	}
+}
+
+func (h *dropFirstReleaseReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func TestRetriedReleaseAfterTakeoverIsNoLoss(t *testing.T) {
+	mr, rdb := newMini(t)
+	b := newClient(t, redis.NewClient(&redis.Options{Addr: mr.Addr()}))
+	ctx := context.Background()
+	var unlockB lock.UnlockFunc
+	rdb.AddHook(&dropFirstReleaseReply{between: func() {
+		var err error
+		if _, unlockB, err = b.TryLock(ctx, "k"); err != nil {
+			t.Errorf("takeover after the release: %v", err)
+		}
+	}})
+	a := newClient(t, rdb)
+	_, unlock := mustLock(t, a, ctx, "k")
+	if err := unlock(); err != nil {
+		t.Fatalf("unlock whose retry met the next owner = %v, want nil", err)
+	}
+	if unlockB == nil {
+		t.Fatal("the hook did not run")
+	}
+	if err := unlockB(); err != nil {
+		t.Fatalf("the next owner lost its lock: %v", err)
 	}
 }

@@ -120,12 +120,22 @@ func (w *watchdog) due(now time.Time) ([]*hold, time.Duration) {
 func (w *watchdog) renew(batch []*hold) {
 	c := w.c
 	sent := time.Now()
-	timeout := time.Hour
+	// A confirmation is worth waiting for until the first validity in the
+	// batch ends; after that it proves nothing for that hold.
+	// In quorum mode each node also has the node timeout, so that silent
+	// nodes do not hold back the majority's answer.
+	deadline := sent.Add(time.Hour)
+	nodeTimeout := time.Hour
 	for _, h := range batch {
-		timeout = min(timeout, interval(h))
+		h.mu.Lock()
+		if h.validUntil.Before(deadline) {
+			deadline = h.validUntil
+		}
+		h.mu.Unlock()
+		nodeTimeout = min(nodeTimeout, c.cfg.nodeTimeoutFor(h.lease))
 	}
-	ctx, cancel := context.WithTimeout(c.life, timeout)
-	rs := fanOut(c, ctx, timeout, func(ctx context.Context, nd *node) ([]bool, error) {
+	ctx, cancel := context.WithDeadline(c.life, deadline)
+	rs := fanOut(c, ctx, min(nodeTimeout, max(time.Until(deadline), time.Millisecond)), func(ctx context.Context, nd *node) ([]bool, error) {
 		return nd.renew(ctx, batch)
 	})
 	cancel()
@@ -154,8 +164,9 @@ func (w *watchdog) renew(batch []*hold) {
 			h.renewed(sent, true)
 			next[h] = sent.Add(interval(h))
 		case c.lost(v):
-			lost++
-			h.renewed(sent, false)
+			if h.renewed(sent, false) { // not when it was unlocked meanwhile
+				lost++
+			}
 		default:
 			next[h] = time.Now().Add(interval(h) / 4) // retry sooner
 		}

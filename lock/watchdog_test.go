@@ -124,3 +124,28 @@ func TestParentDoneStopsRenewal(t *testing.T) {
 	}
 	t.Logf("forgotten lock lapsed %v after its parent ended (lease 500 ms)", time.Since(start))
 }
+
+// A holder that unlocks after its lease lapsed and another owner took the
+// key is told it lost the lock, and the new owner keeps it.
+func TestUnlockAfterTakeoverReportsLoss(t *testing.T) {
+	mr, rdb := newMini(t)
+	a := newClient(t, rdb)
+	b := newClient(t, rdb)
+	ctx := context.Background()
+	held, unlock := mustLock(t, a, ctx, "k")
+	mr.Del("lockkit:{k}") // as after a restart without persistence, or a failover
+	_, unlockB, err := b.TryLock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlockB()
+	if err := unlock(); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("unlock = %v, want ErrLost", err)
+	}
+	if cause := context.Cause(held); cause != lock.ErrLost {
+		t.Fatalf("cause = %v, want ErrLost", cause)
+	}
+	if _, _, err := a.TryLock(ctx, "k"); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("the new owner lost the key: %v", err)
+	}
+}

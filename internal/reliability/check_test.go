@@ -1,0 +1,156 @@
+package reliability_test
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// report is what the records of a run show.
+type report struct {
+	sections int            // increments made while the lock context was live
+	failed   int            // lock obtained, but the increment failed or the lease was lost
+	lockErrs int            // Lock calls that returned an error
+	errs     map[string]int // Lock, GET, SET and unlock errors by message
+	lost     int            // leases lost: context cancelled with ErrLost, or unlock returned ErrLost
+	// Violations, each described in a sentence.
+	overlaps []string // a section entered while another holder's context was live inside its section
+	late     []string // a loss seen only after another holder had entered
+	causes   []string // a context cancelled inside a section for a reason other than ErrLost
+	tokens   []string // a fencing token not above the previous one
+	maxGap   int64    // longest time between one section's end and the next entry
+	span     int64    // first entry to last exit
+}
+
+// liveEnd is the end of the time r's holder was inside its section with a
+// live lock context: its exit, or the moment it saw the loss if earlier.
+// Both are taken after the fact, so the interval can only be longer than
+// the truth, never hide an overlap.
+func liveEnd(r record) int64 {
+	if r.Lost > 0 {
+		return min(r.Exit, r.Lost)
+	}
+	return r.Exit
+}
+
+// analyse checks the records of a run. epochs are the times Redis was
+// restarted empty: fencing counters start again there, so tokens are
+// compared only within an epoch.
+func analyse(recs []record, epochs ...int64) report {
+	rep := report{errs: make(map[string]int)}
+	var secs []record
+	for _, r := range recs {
+		for _, e := range []string{r.Err, r.Unlock} {
+			if e != "" {
+				rep.errs[e]++
+			}
+		}
+		switch r.Kind {
+		case "error":
+			rep.lockErrs++
+		case "section":
+			secs = append(secs, r)
+		}
+	}
+	slices.SortFunc(secs, func(a, b record) int { return cmp.Compare(a.Enter, b.Enter) })
+	var prev record
+	var maxEnd int64
+	lastToken, epoch := uint64(0), 0
+	for i, r := range secs {
+		if r.Done {
+			rep.sections++
+		} else {
+			rep.failed++
+		}
+		if r.Lost > 0 || r.Unlock == lock.ErrLost.Error() {
+			rep.lost++
+		}
+		if !r.Live && r.Lost == 0 {
+			rep.causes = append(rep.causes, fmt.Sprintf("%s: context ended by %q", who(r), r.Cause))
+		}
+		// A loss seen inside the section must come before anyone else
+		// enters. One that only its unlock reports, after the section ended
+		// (a retried release that met the next owner), cannot overlap: the
+		// overlap check below covers the section itself.
+		if r.Lost > 0 && r.Lost <= r.Exit && i+1 < len(secs) && secs[i+1].Enter <= r.Lost {
+			rep.late = append(rep.late, fmt.Sprintf("%s saw its loss %s after %s entered",
+				who(r), ms(r.Lost-secs[i+1].Enter), who(secs[i+1])))
+		}
+		if i > 0 {
+			if r.Enter <= maxEnd {
+				rep.overlaps = append(rep.overlaps, fmt.Sprintf("%s entered %s before %s left",
+					who(r), ms(maxEnd-r.Enter), who(prev)))
+			} else {
+				rep.maxGap = max(rep.maxGap, r.Enter-maxEnd)
+			}
+		}
+		if e := liveEnd(r); i == 0 || e > maxEnd {
+			maxEnd, prev = e, r
+		}
+		for epoch < len(epochs) && r.Enter > epochs[epoch] {
+			epoch++
+			lastToken = 0
+		}
+		if r.Fenced {
+			if r.Token <= lastToken {
+				rep.tokens = append(rep.tokens, fmt.Sprintf("%s got token %d after %d", who(r), r.Token, lastToken))
+			}
+			lastToken = r.Token
+		}
+	}
+	if len(secs) > 0 {
+		last := slices.MaxFunc(secs, func(a, b record) int { return cmp.Compare(a.Exit, b.Exit) })
+		rep.span = last.Exit - secs[0].Enter
+	}
+	return rep
+}
+
+// requireSafe fails t for any overlap, late loss, unexplained cancellation
+// or out-of-order token.
+func (rep report) requireSafe(t *testing.T) {
+	t.Helper()
+	for _, group := range []struct {
+		what string
+		list []string
+	}{
+		{"overlapping sections", rep.overlaps},
+		{"losses seen too late", rep.late},
+		{"unexpected cancellations", rep.causes},
+		{"fencing tokens out of order", rep.tokens},
+	} {
+		for i, s := range group.list {
+			if i == 5 {
+				t.Errorf("%s: %d more", group.what, len(group.list)-i)
+				break
+			}
+			t.Errorf("%s: %s", group.what, s)
+		}
+	}
+}
+
+func (rep report) String() string {
+	return fmt.Sprintf("%d sections done, %d failed, %d Lock errors, %d overlaps, %d leases lost (%d seen late), longest gap %s, %s in all",
+		rep.sections, rep.failed, rep.lockErrs, len(rep.overlaps), rep.lost, len(rep.late), ms(rep.maxGap), ms(rep.span))
+}
+
+// logErrors logs the errors the workers saw, the most frequent first.
+func (rep report) logErrors(t *testing.T) {
+	t.Helper()
+	msgs := slices.Collect(maps.Keys(rep.errs))
+	slices.SortFunc(msgs, func(a, b string) int { return cmp.Compare(rep.errs[b], rep.errs[a]) })
+	for i, m := range msgs {
+		if i == 8 {
+			t.Logf("... and %d other errors", len(msgs)-i)
+			break
+		}
+		t.Logf("%5d × %s", rep.errs[m], m)
+	}
+}
+
+func who(r record) string {
+	return fmt.Sprintf("section of worker %d client %d (token %d)", r.Worker, r.Client, r.Token)
+}
