@@ -7,6 +7,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // BenchmarkAttempt measures one run attempt against a real redis-server,
@@ -17,7 +18,7 @@ import (
 // every replica but one: one TryLock that fails.
 func BenchmarkAttempt(b *testing.B) {
 	_, rdb := newReal(b)
-	locker := newLocker(b, rdb)
+	locker := locktest.NewClient(b, rdb)
 	clock := cronlock.WithClock(newFakeClock(tick0).now)
 
 	b.Run("ran", func(b *testing.B) {
@@ -61,7 +62,7 @@ func BenchmarkAttempt(b *testing.B) {
 
 // BenchmarkAddFunc measures adding a job to a new cron, without Redis.
 func BenchmarkAddFunc(b *testing.B) {
-	locker := newLocker(b, newMini(b))
+	locker := locktest.NewClient(b, newMini(b))
 	for b.Loop() {
 		s := cronlock.New(cron.New(), locker, cronlock.WithLogger(quiet))
 		if _, err := s.AddFunc("@every 1s", "job", nop); err != nil {

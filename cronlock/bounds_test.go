@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -49,7 +50,7 @@ func TestAtMostForFreesHungRun(t *testing.T) {
 	t.Parallel()
 	_, rdb := newReal(t)
 	r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now))
-	other := newLocker(t, rdb)
+	other := locktest.NewClient(t, rdb)
 	name := uniqueName()
 	started, release := make(chan time.Time, 1), make(chan struct{})
 	id := r.add(t, name, func(context.Context) error {
@@ -95,7 +96,7 @@ func TestAtLeastForKeepsLock(t *testing.T) {
 			t.Parallel()
 			obs := &releases{}
 			r := newReplica(t, rdb, []lock.Option{lock.WithObserver(obs)}, cronlock.WithClock(newFakeClock(tick0).now))
-			other := newLocker(t, rdb)
+			other := locktest.NewClient(t, rdb)
 			name := uniqueName()
 			var start time.Time
 			fire(r.c, r.add(t, name, func(context.Context) error {

@@ -1,11 +1,9 @@
 package cronlock_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -52,26 +51,13 @@ func runForever(addr string) {
 func TestKilledRunnerFreesJob(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "CRONLOCK_CHILD_RUN="+srv.Addr)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "running\n" {
-		t.Fatalf("child: %q %v", line, err)
-	}
+	cmd := locktest.StartChild(t, "CRONLOCK_CHILD_RUN="+srv.Addr, "running")
 
 	// A replica in this process sees the job held by the child.
 	var started atomic.Int64 // UnixNano of this replica's first run
 	rec := newRecorder()
 	c := cron.New(cron.WithSeconds())
-	s := newScheduler(t, c, newLocker(t, rdb, lock.WithDefaultLease(crashLease)), rec)
+	s := newScheduler(t, c, locktest.NewClient(t, rdb, lock.WithDefaultLease(crashLease)), rec)
 	mustAdd(t, s, "@every 1s", crashJob, func(context.Context) error {
 		started.CompareAndSwap(0, time.Now().UnixNano())
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // fleet is replicas of one "@every 1s" job on real crons, sharing a
@@ -36,7 +37,7 @@ func newFleet(t *testing.T, rdb redis.UniversalClient, offsets []time.Duration, 
 	f := &fleet{fires: make([][]time.Duration, len(offsets))}
 	name := uniqueName()
 	for i, off := range offsets {
-		r := &replica{locker: newLocker(t, rdb), rec: newRecorder()}
+		r := &replica{locker: locktest.NewClient(t, rdb), rec: newRecorder()}
 		r.c = cron.New(cron.WithSeconds(), cron.WithChain(f.recordFires(i)))
 		ropts := opts
 		if off != 0 {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
@@ -45,17 +46,6 @@ func newReal(t testing.TB) (*redistest.Server, *redis.Client) {
 	t.Helper()
 	srv := redistest.Start(t)
 	return srv, srv.Client(t)
-}
-
-// newLocker returns a lock Client closed when the test ends.
-func newLocker(t testing.TB, rdb redis.UniversalClient, opts ...lock.Option) *lock.Client {
-	t.Helper()
-	c, err := lock.New(rdb, opts...)
-	if err != nil {
-		t.Fatalf("lock.New: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }
 
 // quiet is a logger that drops everything.
@@ -219,7 +209,7 @@ type replica struct {
 // newReplica returns a replica on rdb whose cron has a seconds field.
 func newReplica(t testing.TB, rdb redis.UniversalClient, lockOpts []lock.Option, opts ...cronlock.Option) *replica {
 	t.Helper()
-	r := &replica{locker: newLocker(t, rdb, lockOpts...), c: cron.New(cron.WithSeconds()), rec: newRecorder()}
+	r := &replica{locker: locktest.NewClient(t, rdb, lockOpts...), c: cron.New(cron.WithSeconds()), rec: newRecorder()}
 	r.s = newScheduler(t, r.c, r.locker, r.rec, opts...)
 	return r
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 func TestOutcomeString(t *testing.T) {
@@ -36,7 +37,7 @@ func TestLogRecords(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := cron.New(cron.WithSeconds())
-	s := cronlock.New(c, newLocker(t, newMini(t)), cronlock.WithLogger(logger), cronlock.WithClock(newFakeClock(tick0).now))
+	s := cronlock.New(c, locktest.NewClient(t, newMini(t)), cronlock.WithLogger(logger), cronlock.WithClock(newFakeClock(tick0).now))
 	ok := mustAdd(t, s, "@every 1s", "ok", nop)
 	bad := mustAdd(t, s, "@every 1s", "bad", func(context.Context) error { return errBoom })
 	fire(c, ok)

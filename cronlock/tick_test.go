@@ -8,6 +8,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -15,7 +16,7 @@ import (
 // whenever a replica's cron asks, where cron's own schedule counts from
 // the moment it is asked.
 func TestEveryIsAligned(t *testing.T) {
-	locker := newLocker(t, newMini(t))
+	locker := locktest.NewClient(t, newMini(t))
 	c := cron.New()
 	s := newScheduler(t, c, locker, nil)
 	id := mustAdd(t, s, "@every 10s", uniqueName(), nop)
@@ -36,7 +37,7 @@ func TestEveryIsAligned(t *testing.T) {
 // fires at: a clock 10 min ahead fires an hourly tick 10 min early by the
 // system clock, as a replica whose clock is 10 min ahead would.
 func TestClockDrivesFiring(t *testing.T) {
-	locker := newLocker(t, newMini(t))
+	locker := locktest.NewClient(t, newMini(t))
 	const ahead = 10 * time.Minute
 	c := cron.New()
 	s := newScheduler(t, c, locker, nil, cronlock.WithClock(func() time.Time { return time.Now().Add(ahead) }))
@@ -80,7 +81,7 @@ func TestTickAndLateness(t *testing.T) {
 			t.Parallel()
 			rec := newRecorder()
 			c := cron.New(cron.WithSeconds())
-			s := newScheduler(t, c, newLocker(t, rdb), rec,
+			s := newScheduler(t, c, locktest.NewClient(t, rdb), rec,
 				cronlock.WithSkewTolerance(tt.tolerance), cronlock.WithClock(newFakeClock(tt.at).now))
 			fire(c, mustAdd(t, s, tt.spec, uniqueName(), nop))
 			a := rec.only(t)
@@ -113,7 +114,7 @@ func TestLateMarker(t *testing.T) {
 	start := time.Now()
 	clock := func() time.Time { return tick0.Add(time.Since(start)) } // runs from tick0
 	name := uniqueName()
-	locker := slowLocker{newLocker(t, newMini(t)), tickKey(name), 450 * time.Millisecond}
+	locker := slowLocker{locktest.NewClient(t, newMini(t)), tickKey(name), 450 * time.Millisecond}
 	rec := newRecorder()
 	c := cron.New(cron.WithSeconds())
 	s := newScheduler(t, c, locker, rec, cronlock.WithClock(clock))

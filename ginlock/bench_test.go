@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
@@ -26,7 +27,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	}{
 		{"without", nil},
 		{"nop-locker", &keyRecorder{}},
-		{"redis", newLocker(b, srv.Client(b))},
+		{"redis", locktest.NewClient(b, srv.Client(b))},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			r := gin.New()

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
@@ -38,7 +39,7 @@ func TestReplicasExcludeEachOther(t *testing.T) {
 			var replicas [2]*gin.Engine
 			for i := range replicas {
 				replicas[i] = gin.New()
-				replicas[i].POST("/orders/:id/pay", ginlock.New(newLocker(t, srv.Client(t)), "orders:{id}", tt.opts...), pay)
+				replicas[i].POST("/orders/:id/pay", ginlock.New(locktest.NewClient(t, srv.Client(t)), "orders:{id}", tt.opts...), pay)
 			}
 
 			const requests = 200

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/gin-gonic/gin"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/lockkit/lockkit/lock"
@@ -19,27 +16,6 @@ import (
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.TestMode)
 	goleak.VerifyTestMain(m)
-}
-
-// newMini returns a miniredis server and a go-redis client of it, both
-// closed when the test ends.
-func newMini(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
-	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return mr, rdb
-}
-
-// newLocker returns a lock Client closed when the test ends.
-func newLocker(t testing.TB, rdb redis.UniversalClient) *lock.Client {
-	t.Helper()
-	c, err := lock.New(rdb)
-	if err != nil {
-		t.Fatalf("lock.New: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }
 
 // redisKey is the Redis key the lock Client uses for a lock key without
@@ -112,29 +88,4 @@ func (k *keyRecorder) TryLock(ctx context.Context, key string, _ ...lock.LockOpt
 		return nil, nil, k.err
 	}
 	return ctx, func() error { return nil }, nil
-}
-
-// commandCounter is a go-redis hook counting the commands a client sends.
-type commandCounter struct{ n atomic.Int64 }
-
-func countCommands(rdb *redis.Client) *commandCounter {
-	cc := &commandCounter{}
-	rdb.AddHook(cc)
-	return cc
-}
-
-func (cc *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (cc *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		cc.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (cc *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		cc.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
 }

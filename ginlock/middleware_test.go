@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -26,8 +27,8 @@ func payRoute(locker lock.Locker, errs *[]error, h gin.HandlerFunc, opts ...ginl
 }
 
 func TestRunsHandlerHoldingLock(t *testing.T) {
-	mr, rdb := newMini(t)
-	locker := newLocker(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
 	var errs []error
 	var restored bool
 	r := gin.New()
@@ -60,8 +61,8 @@ func TestRunsHandlerHoldingLock(t *testing.T) {
 }
 
 func TestConflict(t *testing.T) {
-	_, rdb := newMini(t)
-	locker := newLocker(t, rdb)
+	_, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
 	// Another replica holds order 42; miniredis reports its exact TTL.
 	_, unlock, err := locker.Lock(context.Background(), "orders:42", lock.WithLease(9500*time.Millisecond))
 	if err != nil {
@@ -176,21 +177,21 @@ func TestRedisFailure(t *testing.T) {
 		is     error
 	}{
 		{"redis down", func(t *testing.T) lock.Locker {
-			mr, _ := newMini(t)
+			mr, _ := locktest.Mini(t)
 			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 			t.Cleanup(func() { _ = rdb.Close() })
 			mr.Close()
-			return newLocker(t, rdb)
+			return locktest.NewClient(t, rdb)
 		}, nil, http.StatusServiceUnavailable, nil},
 		{"client closed", func(t *testing.T) lock.Locker {
-			_, rdb := newMini(t)
-			c := newLocker(t, rdb)
+			_, rdb := locktest.Mini(t)
+			c := locktest.NewClient(t, rdb)
 			_ = c.Close()
 			return c
 		}, nil, http.StatusServiceUnavailable, lock.ErrClosed},
 		{"bad lock option", func(t *testing.T) lock.Locker {
-			_, rdb := newMini(t)
-			return newLocker(t, rdb)
+			_, rdb := locktest.Mini(t)
+			return locktest.NewClient(t, rdb)
 		}, []ginlock.Option{ginlock.WithLockOptions(lock.WithLease(time.Millisecond))}, http.StatusInternalServerError, lock.ErrInvalid},
 	}
 	for _, tt := range tests {
@@ -214,8 +215,8 @@ func TestRedisFailure(t *testing.T) {
 }
 
 func TestLockOptionsPassThrough(t *testing.T) {
-	mr, rdb := newMini(t)
-	locker := newLocker(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
 	var ttl time.Duration
 	var errs []error
 	r := payRoute(locker, &errs, func(c *gin.Context) { ttl = mr.TTL(redisKey("orders:42")) },
@@ -241,8 +242,8 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 }
 
 func TestWait(t *testing.T) {
-	mr, rdb := newMini(t)
-	locker := newLocker(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
 	_, unlock, err := locker.Lock(context.Background(), "orders:42")
 	if err != nil {
 		t.Fatal(err)
@@ -269,8 +270,8 @@ func TestWait(t *testing.T) {
 }
 
 func TestWaitLimit(t *testing.T) {
-	_, rdb := newMini(t)
-	locker := newLocker(t, rdb)
+	_, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
 	_, unlock, err := locker.Lock(context.Background(), "orders:42")
 	if err != nil {
 		t.Fatal(err)
@@ -295,8 +296,8 @@ func TestWaitLimit(t *testing.T) {
 // TestHugeValue sends a header far longer than lock.MaxKeyLen: the key
 // stays small and the request is served.
 func TestHugeValue(t *testing.T) {
-	mr, rdb := newMini(t)
-	locker := newLocker(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
 	var keys []string
 	r := gin.New()
 	r.POST("/upload", ginlock.New(locker, "uploads:{header.X-Upload-Id}"), func(c *gin.Context) {

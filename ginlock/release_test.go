@@ -12,12 +12,13 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
 func TestReleaseOnPanic(t *testing.T) {
-	mr, rdb := newMini(t)
-	locker := newLocker(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
 	var recovered any
 	r := gin.New()
 	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, v any) {
@@ -50,8 +51,8 @@ func TestReleaseOnPanic(t *testing.T) {
 // TestReleaseAfterDisconnect serves over HTTP; the client goes away while
 // the handler runs, which cancels the request's context.
 func TestReleaseAfterDisconnect(t *testing.T) {
-	mr, rdb := newMini(t)
-	locker := newLocker(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
 	entered := make(chan struct{})
 	finished := make(chan []string, 1)
 	r := gin.New()
@@ -94,8 +95,8 @@ func TestReleaseAfterDisconnect(t *testing.T) {
 }
 
 func TestLostLockCancelsHandler(t *testing.T) {
-	_, rdb := newMini(t)
-	locker := newLocker(t, rdb)
+	_, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
 	var errs []error
 	var cause error
 	r := payRoute(locker, &errs, func(c *gin.Context) {
@@ -122,8 +123,8 @@ func TestLostLockCancelsHandler(t *testing.T) {
 // TestNestedSameKey puts ginlock on a group and on one of its routes with
 // the same key: the route's middleware re-enters the group's hold.
 func TestNestedSameKey(t *testing.T) {
-	mr, rdb := newMini(t)
-	locker := newLocker(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
 	var count string
 	var errs []error
 	r := gin.New()
@@ -151,8 +152,8 @@ func TestNestedSameKey(t *testing.T) {
 // TestHandlerReenters locks the route's key again from the handler, as
 // code called by it might: it does not wait.
 func TestHandlerReenters(t *testing.T) {
-	_, rdb := newMini(t)
-	locker := newLocker(t, rdb)
+	_, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
 	var errs []error
 	r := payRoute(locker, &errs, func(c *gin.Context) {
 		_, unlock, err := locker.TryLock(c.Request.Context(), "orders:42")

@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -186,9 +187,9 @@ func TestMissingValue(t *testing.T) {
 		{"value", "r:{value.none}", "/r", "/r", `value "none" is missing or empty`},
 		{"second of two", "r:{id}:{query.v}", "/r/:id", "/r/1", `query parameter "v" is missing or empty`},
 	}
-	_, rdb := newMini(t)
-	locker := newLocker(t, rdb)
-	cc := countCommands(rdb)
+	_, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
+	cc := locktest.CountCommands(rdb)
 	none := func(*gin.Context) string { return "" }
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,7 +215,7 @@ func TestMissingValue(t *testing.T) {
 			}
 		})
 	}
-	if n := cc.n.Load(); n != 0 {
+	if n := cc.N(); n != 0 {
 		t.Fatalf("%d Redis commands sent, want 0", n)
 	}
 }

@@ -3,13 +3,15 @@ package lock_test
 import (
 	"context"
 	"testing"
+
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // BenchmarkLockUnlock is one uncontended Lock and unlock against a real
 // redis-server on loopback: two round trips.
 func BenchmarkLockUnlock(b *testing.B) {
 	_, rdb := newReal(b)
-	c := newClient(b, rdb)
+	c := locktest.NewClient(b, rdb)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -26,8 +28,8 @@ func BenchmarkLockUnlock(b *testing.B) {
 // BenchmarkReentry is one re-entry and its unlock inside a held lock.
 func BenchmarkReentry(b *testing.B) {
 	_, rdb := newReal(b)
-	c := newClient(b, rdb)
-	held, unlock := mustLock(b, c, context.Background(), "bench")
+	c := locktest.NewClient(b, rdb)
+	held, unlock := locktest.MustLock(b, c, context.Background(), "bench")
 	defer unlock()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -45,7 +47,7 @@ func BenchmarkReentry(b *testing.B) {
 // goroutines, each on its own key.
 func BenchmarkLockUnlockParallel(b *testing.B) {
 	_, rdb := newReal(b)
-	c := newClient(b, rdb)
+	c := locktest.NewClient(b, rdb)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

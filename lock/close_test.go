@@ -8,18 +8,19 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
 func TestClose(t *testing.T) {
-	mr, rdb := newMini(t)
+	mr, rdb := locktest.Mini(t)
 	before := goleak.IgnoreCurrent()
 	c, err := lock.New(rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	held, unlock := mustLock(t, c, ctx, "k")
+	held, unlock := locktest.MustLock(t, c, ctx, "k")
 	done, waiting := lockAsync(c, ctx, "k")
 	for mr.PubSubNumSub("lockkit:{k}:released")["lockkit:{k}:released"] != 1 {
 		time.Sleep(time.Millisecond)

@@ -2,14 +2,13 @@ package lock_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
@@ -39,83 +38,17 @@ func spreadKeys(t *testing.T, rdb *redis.ClusterClient, masters, n int) []string
 	return keys
 }
 
-func TestClusterMutualExclusion(t *testing.T) {
-	cl := redistest.StartCluster(t, 3)
-	data := cl.Client(t)
-	keys := spreadKeys(t, data, 3, 2)
-	var clients []*lock.Client
-	for range 3 {
-		clients = append(clients, newClient(t, cl.Client(t)))
-	}
-	ctx := context.Background()
-	const workers, rounds = 12, 50
-	var mu sync.Mutex
-	inside := map[string]int{}
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := clients[w%len(clients)]
-			for r := range rounds {
-				key := keys[(w+r)%len(keys)]
-				lctx, unlock, err := c.Lock(ctx, key)
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				inside[key]++
-				n := inside[key]
-				mu.Unlock()
-				if n > 1 {
-					errs <- fmt.Errorf("%d holders of %s", n, key)
-				}
-				v, _ := data.Get(lctx, key+":n").Int()
-				err = data.Set(lctx, key+":n", v+1, 0).Err()
-				mu.Lock()
-				inside[key]--
-				mu.Unlock()
-				if err == nil {
-					err = unlock()
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	total := 0
-	for _, k := range keys {
-		n, err := data.Get(ctx, k+":n").Int()
-		if err != nil {
-			t.Fatal(err)
-		}
-		total += n
-	}
-	if total != workers*rounds {
-		t.Fatalf("counters sum to %d, want %d", total, workers*rounds)
-	}
-}
-
 func TestClusterWakeUpAcrossMasters(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	keys := spreadKeys(t, cl.Client(t), 3, 1)
-	holder := newClient(t, cl.Client(t))
-	waiter := newClient(t, cl.Client(t))
+	holder := locktest.NewClient(t, cl.Client(t))
+	waiter := locktest.NewClient(t, cl.Client(t))
 	ctx := context.Background()
 	var unlocks []lock.UnlockFunc
 	var dones []<-chan struct{}
 	var results []*lockResult
 	for _, k := range keys {
-		_, u := mustLock(t, holder, ctx, k) // 30 s lease: only a message wakes the waiters in time
+		_, u := locktest.MustLock(t, holder, ctx, k) // 30 s lease: only a message wakes the waiters in time
 		unlocks = append(unlocks, u)
 		d, r := lockAsync(waiter, ctx, k)
 		dones, results = append(dones, d), append(results, r)
@@ -155,11 +88,11 @@ func TestClusterWatchdogRenewsOnEveryMaster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	keys := spreadKeys(t, cl.Client(t), 3, 2)
 	rec := &recorder{}
-	c := newClient(t, cl.Client(t), lock.WithDefaultLease(time.Second), lock.WithObserver(rec))
+	c := locktest.NewClient(t, cl.Client(t), lock.WithDefaultLease(time.Second), lock.WithObserver(rec))
 	ctx := context.Background()
 	var held []context.Context
 	for _, k := range keys {
-		lctx, unlock := mustLock(t, c, ctx, k)
+		lctx, unlock := locktest.MustLock(t, c, ctx, k)
 		defer unlock()
 		held = append(held, lctx)
 	}

@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
 func TestFencingTokensIncrease(t *testing.T) {
-	mr, rdb := newMini(t)
-	c := newClient(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	var last uint64
 	for i := range 1000 {

@@ -8,15 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
 func TestLockUnlock(t *testing.T) {
-	mr, rdb := newMini(t)
-	c := newClient(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 
-	lctx, unlock := mustLock(t, c, ctx, "orders:42")
+	lctx, unlock := locktest.MustLock(t, c, ctx, "orders:42")
 	if !lock.Held(lctx, "orders:42") {
 		t.Fatal("Held(lock ctx) = false")
 	}
@@ -50,13 +51,13 @@ func TestLockUnlock(t *testing.T) {
 }
 
 func TestTryLockContended(t *testing.T) {
-	_, rdb := newMini(t)
-	c := newClient(t, rdb)
+	_, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
-	_, unlock := mustLock(t, c, ctx, "k", lock.WithLease(10*time.Second))
+	_, unlock := locktest.MustLock(t, c, ctx, "k", lock.WithLease(10*time.Second))
 	defer unlock()
 
-	cc := countCommands(rdb)
+	cc := locktest.CountCommands(rdb)
 	_, _, err := c.TryLock(ctx, "k")
 	if !errors.Is(err, lock.ErrNotObtained) {
 		t.Fatalf("TryLock = %v, want ErrNotObtained", err)
@@ -65,23 +66,23 @@ func TestTryLockContended(t *testing.T) {
 	if !errors.As(err, &ne) || ne.RemainingLease <= 9*time.Second || ne.RemainingLease > 10*time.Second {
 		t.Fatalf("TryLock error %#v: want RemainingLease in (9s, 10s]", ne)
 	}
-	if n := cc.n.Load(); n != 1 {
+	if n := cc.N(); n != 1 {
 		t.Fatalf("TryLock sent %d commands, want 1", n)
 	}
 }
 
 func TestReentry(t *testing.T) {
-	mr, rdb := newMini(t)
-	c := newClient(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 
-	outer, unlockOuter := mustLock(t, c, ctx, "k")
+	outer, unlockOuter := locktest.MustLock(t, c, ctx, "k")
 	done := make(chan struct{})
 	var inner context.Context
 	var unlockInner lock.UnlockFunc
 	go func() { // a goroutine with the held ctx acts for the holder
 		defer close(done)
-		inner, unlockInner = mustLock(t, c, outer, "k", lock.WithMaxWait(time.Second))
+		inner, unlockInner = locktest.MustLock(t, c, outer, "k", lock.WithMaxWait(time.Second))
 	}()
 	within(t, done, 2*time.Second, "re-entry")
 	if got := mr.HGet("lockkit:{k}", ownerOf(t, mr, "k")); got != "2" {
@@ -130,18 +131,18 @@ func ownerOf(t *testing.T, mr interface {
 }
 
 func TestHoldingOtherKeysStillContends(t *testing.T) {
-	_, rdb := newMini(t)
-	c := newClient(t, rdb)
+	_, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
-	a, unlockA := mustLock(t, c, ctx, "a")
+	a, unlockA := locktest.MustLock(t, c, ctx, "a")
 	defer unlockA()
-	_, unlockB := mustLock(t, c, ctx, "b")
+	_, unlockB := locktest.MustLock(t, c, ctx, "b")
 	defer unlockB()
 	if _, _, err := c.TryLock(a, "b"); !errors.Is(err, lock.ErrNotObtained) {
 		t.Fatalf("holder of a TryLock(b) = %v, want ErrNotObtained", err)
 	}
 	// A context holding two keys holds both.
-	ab, unlockAB := mustLock(t, c, a, "c")
+	ab, unlockAB := locktest.MustLock(t, c, a, "c")
 	defer unlockAB()
 	if !lock.Held(ab, "a") || !lock.Held(ab, "c") {
 		t.Fatal("nested holds of different keys not both held")
@@ -149,10 +150,10 @@ func TestHoldingOtherKeysStillContends(t *testing.T) {
 }
 
 func TestUnlockWithCancelledContext(t *testing.T) {
-	mr, rdb := newMini(t)
-	c := newClient(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithCancel(context.Background())
-	_, unlock := mustLock(t, c, ctx, "k")
+	_, unlock := locktest.MustLock(t, c, ctx, "k")
 	cancel()
 	if err := unlock(); err != nil {
 		t.Fatalf("unlock after cancel: %v", err)
@@ -163,10 +164,10 @@ func TestUnlockWithCancelledContext(t *testing.T) {
 }
 
 func TestLockWaitLimitAndCancel(t *testing.T) {
-	_, rdb := newMini(t)
-	c := newClient(t, rdb)
+	_, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
-	_, unlock := mustLock(t, c, ctx, "k")
+	_, unlock := locktest.MustLock(t, c, ctx, "k")
 	defer unlock()
 
 	_, _, err := c.Lock(ctx, "k", lock.WithMaxWait(50*time.Millisecond))
@@ -190,8 +191,8 @@ func TestLockWaitLimitAndCancel(t *testing.T) {
 }
 
 func TestKeysStayDistinct(t *testing.T) {
-	_, rdb := newMini(t)
-	c := newClient(t, rdb)
+	_, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	long := strings.Repeat("x", 10<<10)
 	keys := []string{
@@ -219,9 +220,9 @@ func TestKeysStayDistinct(t *testing.T) {
 }
 
 func TestRedisKeySizeBounded(t *testing.T) {
-	mr, rdb := newMini(t)
-	c := newClient(t, rdb)
-	_, unlock := mustLock(t, c, context.Background(), strings.Repeat("z", lock.MaxKeyLen))
+	mr, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
+	_, unlock := locktest.MustLock(t, c, context.Background(), strings.Repeat("z", lock.MaxKeyLen))
 	defer unlock()
 	for _, k := range mr.Keys() {
 		if len(k) > 100 {
@@ -231,9 +232,9 @@ func TestRedisKeySizeBounded(t *testing.T) {
 }
 
 func TestConcurrentUnlockCalls(t *testing.T) {
-	_, rdb := newMini(t)
-	c := newClient(t, rdb)
-	_, unlock := mustLock(t, c, context.Background(), "k")
+	_, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
+	_, unlock := locktest.MustLock(t, c, context.Background(), "k")
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {

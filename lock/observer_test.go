@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -45,13 +46,13 @@ func (r *recorder) counts() (acquires, releases, renewals int) {
 }
 
 func TestObserverSeesEveryOutcome(t *testing.T) {
-	mr, rdb := newMini(t)
+	mr, rdb := locktest.Mini(t)
 	rec := &recorder{}
-	c := newClient(t, rdb, lock.WithObserver(rec))
+	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
 	ctx := context.Background()
 
-	outer, unlockOuter := mustLock(t, c, ctx, "k")                 // acquired
-	_, unlockInner := mustLock(t, c, outer, "k")                   // acquired, reentrant
+	outer, unlockOuter := locktest.MustLock(t, c, ctx, "k")        // acquired
+	_, unlockInner := locktest.MustLock(t, c, outer, "k")          // acquired, reentrant
 	_, _, _ = c.TryLock(ctx, "k")                                  // busy
 	_, _, _ = c.Lock(ctx, "k", lock.WithMaxWait(time.Millisecond)) // timeout
 	cctx, cancel := context.WithCancel(ctx)
@@ -60,7 +61,7 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	_, _, _ = c.Lock(ctx, "")   // error
 	_ = unlockInner()
 	_ = unlockOuter()
-	lost, _ := mustLock(t, c, ctx, "gone", lock.WithFixedLease(50*time.Millisecond))
+	lost, _ := locktest.MustLock(t, c, ctx, "gone", lock.WithFixedLease(50*time.Millisecond))
 	mr.FastForward(time.Second) // the key expires in Redis...
 	<-lost.Done()               // ...and the validity ends locally
 

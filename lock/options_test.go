@@ -9,11 +9,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
 func TestNewRejectsBadInput(t *testing.T) {
-	_, rdb := newMini(t)
+	_, rdb := locktest.Mini(t)
 	var nilClient *redis.Client
 	tests := []struct {
 		name string
@@ -40,8 +41,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 }
 
 func TestLockRejectsBadInput(t *testing.T) {
-	mr, rdb := newMini(t)
-	c := newClient(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
 	tests := []struct {
 		name string
 		key  string
@@ -72,8 +73,8 @@ func TestLockRejectsBadInput(t *testing.T) {
 }
 
 func TestRedisDown(t *testing.T) {
-	mr, rdb := newMini(t)
-	c := newClient(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
 	mr.Close()
 	_, _, err := c.TryLock(context.Background(), "k")
 	if err == nil || errors.Is(err, lock.ErrNotObtained) {

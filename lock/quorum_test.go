@@ -3,14 +3,13 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
@@ -50,11 +49,11 @@ func TestQuorumSurvivesMinorityDown(t *testing.T) {
 	srvs[0].Stop()
 	srvs[1].Stop()
 	ctx := context.Background()
-	lctx, unlock := mustLock(t, c, ctx, "q")
+	lctx, unlock := locktest.MustLock(t, c, ctx, "q")
 	if _, ok := lock.FencingToken(lctx, "q"); ok {
 		t.Fatal("FencingToken ok in quorum mode")
 	}
-	inner, unlockInner := mustLock(t, c, lctx, "q") // re-entry needs a majority too
+	inner, unlockInner := locktest.MustLock(t, c, lctx, "q") // re-entry needs a majority too
 	if _, _, err := c.TryLock(ctx, "q"); !errors.Is(err, lock.ErrNotObtained) {
 		t.Fatalf("second owner TryLock = %v", err)
 	}
@@ -100,7 +99,7 @@ func TestQuorumFailsWithMajorityDown(t *testing.T) {
 func TestQuorumLossOfMajorityMidHold(t *testing.T) {
 	srvs, clients := quorumOf(t, 5)
 	c := newQuorum(t, clients(), lock.WithDefaultLease(time.Second))
-	lctx, unlock := mustLock(t, c, context.Background(), "q")
+	lctx, unlock := locktest.MustLock(t, c, context.Background(), "q")
 	for _, s := range srvs[:3] {
 		s.Stop()
 	}
@@ -114,61 +113,12 @@ func TestQuorumLossOfMajorityMidHold(t *testing.T) {
 	t.Logf("loss noticed %v after 3 of 5 nodes stopped (lease 1 s)", d)
 }
 
-func TestQuorumMutualExclusion(t *testing.T) {
-	srvs, clients := quorumOf(t, 3)
-	var cs []*lock.Client
-	for range 3 {
-		cs = append(cs, newQuorum(t, clients()))
-	}
-	data := srvs[0].Client(t)
-	ctx := context.Background()
-	const workers, rounds = 9, 40
-	var inside sync.Mutex // TryLock on it fails if two holders overlap
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range rounds {
-				lctx, unlock, err := cs[w%3].Lock(ctx, "qm", lock.WithMaxWait(30*time.Second))
-				if err != nil {
-					errs <- err
-					return
-				}
-				if !inside.TryLock() {
-					errs <- errors.New("two holders at once")
-					return
-				}
-				v, _ := data.Get(lctx, "qm:n").Int()
-				err = data.Set(lctx, "qm:n", strconv.Itoa(v+1), 0).Err()
-				inside.Unlock()
-				if err == nil {
-					err = unlock()
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if n, _ := data.Get(ctx, "qm:n").Int(); n != workers*rounds {
-		t.Fatalf("counter = %d, want %d", n, workers*rounds)
-	}
-}
-
 func TestQuorumWakeUp(t *testing.T) {
 	srvs, clients := quorumOf(t, 3)
 	holder := newQuorum(t, clients())
 	waiter := newQuorum(t, clients())
 	ctx := context.Background()
-	_, unlock := mustLock(t, holder, ctx, "qw") // 30 s lease
+	_, unlock := locktest.MustLock(t, holder, ctx, "qw") // 30 s lease
 	done, res := lockAsync(waiter, ctx, "qw")
 	for _, s := range srvs { // subscribed on every node: asleep
 		waitSubscribed(t, s.Client(t), "qw", 1)
@@ -188,8 +138,8 @@ func TestQuorumWakeUp(t *testing.T) {
 }
 
 func TestNewQuorumRejectsBadInput(t *testing.T) {
-	_, a := newMini(t)
-	_, b := newMini(t)
+	_, a := locktest.Mini(t)
+	_, b := locktest.Mini(t)
 	var nilClient *redis.Client
 	tests := []struct {
 		name  string

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -32,12 +33,12 @@ func (replayScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 func TestRetriedCommandsChangeOneLevel(t *testing.T) {
-	mr, rdb := newMini(t)
+	mr, rdb := locktest.Mini(t)
 	rdb.AddHook(replayScripts{})
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 
-	outer, unlockOuter := mustLock(t, c, ctx, "k")
+	outer, unlockOuter := locktest.MustLock(t, c, ctx, "k")
 	owner := ownerOf(t, mr, "k")
 	if got := mr.HGet("lockkit:{k}", owner); got != "1" {
 		t.Fatalf("count after replayed acquire = %s, want 1", got)
@@ -46,7 +47,7 @@ func TestRetriedCommandsChangeOneLevel(t *testing.T) {
 	if tok != 1 {
 		t.Fatalf("token after replayed acquire = %d, want 1", tok)
 	}
-	_, unlockInner := mustLock(t, c, outer, "k")
+	_, unlockInner := locktest.MustLock(t, c, outer, "k")
 	if got := mr.HGet("lockkit:{k}", owner); got != "2" {
 		t.Fatalf("count after replayed re-entry = %s, want 2", got)
 	}
@@ -82,10 +83,10 @@ func (h cancelDuringCall) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 }
 
 func TestContextEndedDuringCall(t *testing.T) {
-	mr, rdb := newMini(t)
+	mr, rdb := locktest.Mini(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	rdb.AddHook(cancelDuringCall{cancel})
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	_, _, err := c.Lock(ctx, "k")
 	if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock = %v, want ErrNotObtained joined with context.Canceled", err)
@@ -123,8 +124,8 @@ func (h *dropFirstReleaseReply) ProcessPipelineHook(next redis.ProcessPipelineHo
 }
 
 func TestRetriedReleaseAfterTakeoverIsNoLoss(t *testing.T) {
-	mr, rdb := newMini(t)
-	b := newClient(t, redis.NewClient(&redis.Options{Addr: mr.Addr()}))
+	mr, rdb := locktest.Mini(t)
+	b := locktest.NewClient(t, redis.NewClient(&redis.Options{Addr: mr.Addr()}))
 	ctx := context.Background()
 	var unlockB lock.UnlockFunc
 	rdb.AddHook(&dropFirstReleaseReply{between: func() {
@@ -133,8 +134,8 @@ func TestRetriedReleaseAfterTakeoverIsNoLoss(t *testing.T) {
 			t.Errorf("takeover after the release: %v", err)
 		}
 	}})
-	a := newClient(t, rdb)
-	_, unlock := mustLock(t, a, ctx, "k")
+	a := locktest.NewClient(t, rdb)
+	_, unlock := locktest.MustLock(t, a, ctx, "k")
 	if err := unlock(); err != nil {
 		t.Fatalf("unlock whose retry met the next owner = %v, want nil", err)
 	}

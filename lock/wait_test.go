@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -50,16 +51,16 @@ func lockAsync(c *lock.Client, ctx context.Context, key string, opts ...lock.Loc
 
 func TestWakeUpOnRelease(t *testing.T) {
 	_, rdb := newReal(t)
-	holder := newClient(t, rdb)
-	waiter := newClient(t, rdb)
+	holder := locktest.NewClient(t, rdb)
+	waiter := locktest.NewClient(t, rdb)
 	ctx := context.Background()
-	_, unlock := mustLock(t, holder, ctx, "wake") // 30 s lease
+	_, unlock := locktest.MustLock(t, holder, ctx, "wake") // 30 s lease
 
 	done, res := lockAsync(waiter, ctx, "wake")
 	waitSubscribed(t, rdb, "wake", 1)
-	cc := countCommands(rdb)
+	cc := locktest.CountCommands(rdb)
 	time.Sleep(300 * time.Millisecond) // asleep: the waiter must send nothing
-	if n := cc.n.Load(); n != 0 {
+	if n := cc.N(); n != 0 {
 		t.Fatalf("blocked waiter sent %d commands in 300 ms", n)
 	}
 	if err := unlock(); err != nil {
@@ -81,12 +82,12 @@ func TestWakeUpOnRelease(t *testing.T) {
 
 func TestLostNotificationFallsBackToLease(t *testing.T) {
 	_, rdb := newReal(t)
-	holder := newClient(t, rdb)
-	waiter := newClient(t, rdb)
+	holder := locktest.NewClient(t, rdb)
+	waiter := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	// The holder never unlocks, as if it crashed: no release message comes,
 	// and the key lapses when its 1 s lease ends.
-	held, unlock := mustLock(t, holder, ctx, "quiet", lock.WithFixedLease(time.Second))
+	held, unlock := locktest.MustLock(t, holder, ctx, "quiet", lock.WithFixedLease(time.Second))
 	defer unlock()
 	taken := time.Now()
 	done, res := lockAsync(waiter, ctx, "quiet")
@@ -104,9 +105,9 @@ func TestLostNotificationFallsBackToLease(t *testing.T) {
 
 func TestWaitersInOneProcessShareOneSubscription(t *testing.T) {
 	_, rdb := newReal(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
-	_, unlock := mustLock(t, c, ctx, "turns")
+	_, unlock := locktest.MustLock(t, c, ctx, "turns")
 	const n = 5
 	errs := make(chan error, n)
 	for range n {
@@ -136,10 +137,10 @@ func TestWaitersInOneProcessShareOneSubscription(t *testing.T) {
 }
 
 func TestQueuedWaiterReportsRemainingLease(t *testing.T) {
-	_, rdb := newMini(t)
-	c := newClient(t, rdb)
+	_, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
-	_, unlock := mustLock(t, c, ctx, "q", lock.WithLease(10*time.Second))
+	_, unlock := locktest.MustLock(t, c, ctx, "q", lock.WithLease(10*time.Second))
 	defer unlock()
 	head, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -6,14 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
 func TestWatchdogKeepsLeaseThenStops(t *testing.T) {
 	srv, rdb := newReal(t)
 	rec := &recorder{}
-	c := newClient(t, srv.Client(t), lock.WithDefaultLease(time.Second), lock.WithObserver(rec))
-	lctx, unlock := mustLock(t, c, context.Background(), "wd")
+	c := locktest.NewClient(t, srv.Client(t), lock.WithDefaultLease(time.Second), lock.WithObserver(rec))
+	lctx, unlock := locktest.MustLock(t, c, context.Background(), "wd")
 
 	// Hold five leases long; the key must stay ours throughout.
 	deadline := time.Now().Add(5 * time.Second)
@@ -42,8 +43,8 @@ func TestWatchdogKeepsLeaseThenStops(t *testing.T) {
 
 func TestLossWhenKeyDeleted(t *testing.T) {
 	_, rdb := newReal(t)
-	c := newClient(t, rdb, lock.WithDefaultLease(time.Second))
-	lctx, unlock := mustLock(t, c, context.Background(), "gone")
+	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(time.Second))
+	lctx, unlock := locktest.MustLock(t, c, context.Background(), "gone")
 	rdb.Del(context.Background(), "lockkit:{gone}")
 	d := within(t, lctx.Done(), time.Second, "loss after DEL")
 	if cause := context.Cause(lctx); cause != lock.ErrLost {
@@ -60,8 +61,8 @@ func TestLossWhenKeyDeleted(t *testing.T) {
 
 func TestLossWhenRedisStops(t *testing.T) {
 	srv, rdb := newReal(t)
-	c := newClient(t, rdb, lock.WithDefaultLease(time.Second))
-	lctx, unlock := mustLock(t, c, context.Background(), "stop")
+	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(time.Second))
+	lctx, unlock := locktest.MustLock(t, c, context.Background(), "stop")
 	srv.Stop()
 	// The last renewal was sent before the stop, so the validity (lease less
 	// drift) ends less than a lease after it; allow timer slack.
@@ -77,16 +78,16 @@ func TestLossWhenRedisStops(t *testing.T) {
 
 func TestFixedLeaseExpires(t *testing.T) {
 	_, rdb := newReal(t)
-	c := newClient(t, rdb)
+	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
-	lctx, unlock := mustLock(t, c, ctx, "fixed", lock.WithFixedLease(200*time.Millisecond))
+	lctx, unlock := locktest.MustLock(t, c, ctx, "fixed", lock.WithFixedLease(200*time.Millisecond))
 	t1, _ := lock.FencingToken(lctx, "fixed")
 	within(t, lctx.Done(), time.Second, "fixed lease end")
 	if cause := context.Cause(lctx); cause != lock.ErrLost {
 		t.Fatalf("cause = %v, want ErrLost", cause)
 	}
 	// The key lapses in Redis too: another owner gets it, with a newer token.
-	l2, unlock2 := mustLock(t, c, ctx, "fixed", lock.WithMaxWait(time.Second))
+	l2, unlock2 := locktest.MustLock(t, c, ctx, "fixed", lock.WithMaxWait(time.Second))
 	defer unlock2()
 	if t2, _ := lock.FencingToken(l2, "fixed"); t2 <= t1 {
 		t.Fatalf("token after expiry %d, before %d: want larger", t2, t1)
@@ -101,9 +102,9 @@ func TestFixedLeaseExpires(t *testing.T) {
 
 func TestParentDoneStopsRenewal(t *testing.T) {
 	_, rdb := newReal(t)
-	c := newClient(t, rdb, lock.WithDefaultLease(500*time.Millisecond))
+	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(500*time.Millisecond))
 	parent, cancel := context.WithCancel(context.Background())
-	lctx, _ := mustLock(t, c, parent, "forgotten") // never unlocked
+	lctx, _ := locktest.MustLock(t, c, parent, "forgotten") // never unlocked
 	cancel()
 	if lctx.Err() == nil {
 		t.Fatal("lock ctx not cancelled with its parent")
@@ -128,11 +129,11 @@ func TestParentDoneStopsRenewal(t *testing.T) {
 // A holder that unlocks after its lease lapsed and another owner took the
 // key is told it lost the lock, and the new owner keeps it.
 func TestUnlockAfterTakeoverReportsLoss(t *testing.T) {
-	mr, rdb := newMini(t)
-	a := newClient(t, rdb)
-	b := newClient(t, rdb)
+	mr, rdb := locktest.Mini(t)
+	a := locktest.NewClient(t, rdb)
+	b := locktest.NewClient(t, rdb)
 	ctx := context.Background()
-	held, unlock := mustLock(t, a, ctx, "k")
+	held, unlock := locktest.MustLock(t, a, ctx, "k")
 	mr.Del("lockkit:{k}") // as after a restart without persistence, or a failover
 	_, unlockB, err := b.TryLock(ctx, "k")
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/otellock"
 )
@@ -35,7 +36,7 @@ func TestAcquiredAndReleased(t *testing.T) {
 	locker := tel.locker(t, rdb)
 	ctx, request := tel.parent("POST /orders/:id/pay")
 
-	lctx, unlock := mustLock(t, locker, ctx, "orders:42")
+	lctx, unlock := locktest.MustLock(t, locker, ctx, "orders:42")
 	if n := len(tel.ended("lock.hold")); n != 0 {
 		t.Fatalf("lock.hold ended before unlock")
 	}
@@ -96,8 +97,8 @@ func TestReentered(t *testing.T) {
 	tel := newTelemetry(t)
 	locker := tel.locker(t, rdb)
 
-	outer, unlockOuter := mustLock(t, locker, context.Background(), "orders:42")
-	_, unlockInner := mustLock(t, locker, outer, "orders:42")
+	outer, unlockOuter := locktest.MustLock(t, locker, context.Background(), "orders:42")
+	_, unlockInner := locktest.MustLock(t, locker, outer, "orders:42")
 	reentrant := []attribute.KeyValue{aName.String("orders"), aReentrant.Bool(true)}
 	if n := tel.collect(t).value(t, "lock.held", reentrant...); n != 1 {
 		t.Errorf("lock.held{reentrant} = %d while re-entered, want 1", n)
@@ -189,8 +190,8 @@ func TestNotObtained(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, rdb := newMini(t)
-			holder := newClient(t, rdb)
-			_, unlock := mustLock(t, holder, context.Background(), "orders:42")
+			holder := locktest.NewClient(t, rdb)
+			_, unlock := locktest.MustLock(t, holder, context.Background(), "orders:42")
 			defer unlock()
 			tel := newTelemetry(t)
 			if err := tt.call(tel.locker(t, rdb)); !errors.Is(err, lock.ErrNotObtained) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/otellock"
@@ -40,7 +41,7 @@ func BenchmarkObserver(b *testing.B) {
 func BenchmarkLockUnlock(b *testing.B) {
 	rdb := redistest.Start(b).Client(b)
 	run := func(b *testing.B, opts ...lock.Option) {
-		locker := newClient(b, rdb, opts...)
+		locker := locktest.NewClient(b, rdb, opts...)
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
@@ -39,8 +40,8 @@ func TestLeaseLost(t *testing.T) {
 	defer request.End()
 
 	// The lease must outlast both Lock calls, even slowed down by -race.
-	lctx, unlock := mustLock(t, locker, ctx, "orders:42", lock.WithFixedLease(500*time.Millisecond))
-	_, inner := mustLock(t, locker, lctx, "orders:42")
+	lctx, unlock := locktest.MustLock(t, locker, ctx, "orders:42", lock.WithFixedLease(500*time.Millisecond))
+	_, inner := locktest.MustLock(t, locker, lctx, "orders:42")
 	mr.FastForward(time.Second)          // the key expires in Redis...
 	done(t, lctx, 5*time.Second, "loss") // ...and the validity ends locally
 	// unlock waits for the loss to be reported.
@@ -74,7 +75,7 @@ func TestClosedWhileHeld(t *testing.T) {
 	tel := newTelemetry(t)
 	locker := tel.locker(t, rdb)
 
-	lctx, unlock := mustLock(t, locker, context.Background(), "orders:42")
+	lctx, unlock := locktest.MustLock(t, locker, context.Background(), "orders:42")
 	if err := locker.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestUnlockFailure(t *testing.T) {
 	tel := newTelemetry(t)
 	locker := tel.locker(t, rdb)
 
-	_, unlock := mustLock(t, locker, context.Background(), "orders:42")
+	_, unlock := locktest.MustLock(t, locker, context.Background(), "orders:42")
 	mr.Close()
 	if err := unlock(); err == nil {
 		t.Fatal("unlock with Redis down succeeded")
@@ -120,7 +121,7 @@ func TestLeaseLostWhileRedisPaused(t *testing.T) {
 	tel := newTelemetry(t)
 	locker := tel.locker(t, srv.Client(t))
 
-	lctx, unlock := mustLock(t, locker, context.Background(), "orders:42", lock.WithLease(600*time.Millisecond))
+	lctx, unlock := locktest.MustLock(t, locker, context.Background(), "orders:42", lock.WithLease(600*time.Millisecond))
 	srv.Pause()
 	start := time.Now()
 	done(t, lctx, 5*time.Second, "loss")

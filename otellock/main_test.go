@@ -17,6 +17,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/goleak"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/otellock"
 )
@@ -61,7 +62,7 @@ func (tel *telemetry) observer(t testing.TB, opts ...otellock.Option) *otellock.
 // ends.
 func (tel *telemetry) locker(t testing.TB, rdb redis.UniversalClient, opts ...otellock.Option) *lock.Client {
 	t.Helper()
-	return newClient(t, rdb, lock.WithObserver(tel.observer(t, opts...)))
+	return locktest.NewClient(t, rdb, lock.WithObserver(tel.observer(t, opts...)))
 }
 
 // parent starts a span the test's locks run under.
@@ -206,27 +207,6 @@ func newMini(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return mr, rdb
-}
-
-// newClient returns a lock Client closed when the test ends.
-func newClient(t testing.TB, rdb redis.UniversalClient, opts ...lock.Option) *lock.Client {
-	t.Helper()
-	c, err := lock.New(rdb, opts...)
-	if err != nil {
-		t.Fatalf("lock.New: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// mustLock takes key or fails the test.
-func mustLock(t testing.TB, l lock.Locker, ctx context.Context, key string, opts ...lock.LockOption) (context.Context, lock.UnlockFunc) {
-	t.Helper()
-	lctx, unlock, err := l.Lock(ctx, key, opts...)
-	if err != nil {
-		t.Fatalf("Lock(%q): %v", key, err)
-	}
-	return lctx, unlock
 }
 
 // attr returns the attribute key of span s, failing the test when s does

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/otellock"
 )
@@ -19,12 +20,12 @@ func TestNoExtraRedisCommands(t *testing.T) {
 	commands := func(observed bool) int {
 		mr, rdb := newMini(t)
 		tel := newTelemetry(t)
-		locker := newClient(t, rdb)
+		locker := locktest.NewClient(t, rdb)
 		if observed {
 			locker = tel.locker(t, rdb)
 		}
-		ctx, unlock := mustLock(t, locker, context.Background(), "orders:42")
-		_, unlockInner := mustLock(t, locker, ctx, "orders:42")
+		ctx, unlock := locktest.MustLock(t, locker, context.Background(), "orders:42")
+		_, unlockInner := locktest.MustLock(t, locker, ctx, "orders:42")
 		if _, _, err := locker.TryLock(context.Background(), "orders:42"); err == nil {
 			t.Fatal("TryLock of a held key succeeded")
 		}
@@ -43,7 +44,7 @@ func TestNoExtraRedisCommands(t *testing.T) {
 func TestInstrumentationScope(t *testing.T) {
 	_, rdb := newMini(t)
 	tel := newTelemetry(t)
-	_, unlock := mustLock(t, tel.locker(t, rdb), context.Background(), "orders:42")
+	_, unlock := locktest.MustLock(t, tel.locker(t, rdb), context.Background(), "orders:42")
 	_ = unlock()
 
 	if otellock.ScopeName != "github.com/lockkit/lockkit/otellock" || otellock.Version() == "" {
@@ -76,9 +77,9 @@ func TestLockContextKeepsWorking(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			locker := newClient(t, rdb, lock.WithObserver(obs))
-			lctx, unlock := mustLock(t, locker, context.Background(), "orders:42")
-			inner, unlockInner := mustLock(t, locker, lctx, "orders:42")
+			locker := locktest.NewClient(t, rdb, lock.WithObserver(obs))
+			lctx, unlock := locktest.MustLock(t, locker, context.Background(), "orders:42")
+			inner, unlockInner := locktest.MustLock(t, locker, lctx, "orders:42")
 			if tok, ok := lock.FencingToken(inner, "orders:42"); !ok || tok != 1 || !lock.Held(lctx, "orders:42") {
 				t.Errorf("Held %v, FencingToken %d %v; want true, 1 true", lock.Held(lctx, "orders:42"), tok, ok)
 			}
@@ -108,8 +109,8 @@ func TestTracesOrMetricsAlone(t *testing.T) {
 			opt = otellock.WithTracerProvider(tracenoop.NewTracerProvider())
 		}
 		locker := tel.locker(t, rdb, opt)
-		outer, unlock := mustLock(t, locker, context.Background(), "orders:42")
-		_, unlockInner := mustLock(t, locker, outer, "orders:42")
+		outer, unlock := locktest.MustLock(t, locker, context.Background(), "orders:42")
+		_, unlockInner := locktest.MustLock(t, locker, outer, "orders:42")
 		_ = unlockInner()
 		_ = unlock()
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/otellock"
 )
@@ -47,9 +48,9 @@ func TestWithLockName(t *testing.T) {
 		return key
 	}
 	locker := tel.locker(t, rdb, otellock.WithLockName(tenantless))
-	_, unlock := mustLock(t, locker, context.Background(), "tenants:acme:reports")
+	_, unlock := locktest.MustLock(t, locker, context.Background(), "tenants:acme:reports")
 	_ = unlock()
-	_, unlock = mustLock(t, locker, context.Background(), "tenants:acme:")
+	_, unlock = locktest.MustLock(t, locker, context.Background(), "tenants:acme:")
 	_ = unlock()
 
 	wantAttrs(t, tel.ended("lock.hold")[0], aName.String("reports"))
@@ -69,7 +70,7 @@ func TestWithRawKey(t *testing.T) {
 			opts = append(opts, otellock.WithRawKey())
 		}
 		locker := tel.locker(t, rdb, opts...)
-		_, unlock := mustLock(t, locker, context.Background(), "orders:42")
+		_, unlock := locktest.MustLock(t, locker, context.Background(), "orders:42")
 		_ = unlock()
 
 		for _, s := range tel.spans.Ended() {

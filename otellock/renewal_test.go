@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -16,7 +17,7 @@ func TestRenewals(t *testing.T) {
 	locker := tel.locker(t, rdb)
 
 	// A 600 ms lease is renewed every 200 ms.
-	lctx, unlock := mustLock(t, locker, context.Background(), "orders:42", lock.WithLease(600*time.Millisecond))
+	lctx, unlock := locktest.MustLock(t, locker, context.Background(), "orders:42", lock.WithLease(600*time.Millisecond))
 	deadline := time.Now().Add(5 * time.Second)
 	for tel.collect(t).value(t, "lock.renewals", aRenewalOutcome.String("renewed")) < 1 {
 		if time.Now().After(deadline) {
@@ -43,7 +44,7 @@ func TestRenewalFailure(t *testing.T) {
 	tel := newTelemetry(t)
 	locker := tel.locker(t, rdb)
 
-	lctx, unlock := mustLock(t, locker, context.Background(), "orders:42", lock.WithLease(600*time.Millisecond))
+	lctx, unlock := locktest.MustLock(t, locker, context.Background(), "orders:42", lock.WithLease(600*time.Millisecond))
 	mr.Close() // Redis down: renewals fail until the validity ends
 	done(t, lctx, 5*time.Second, "loss")
 	_ = unlock() // returns once the loss has been reported

@@ -1,0 +1,107 @@
+// Package locktest holds what the tests of lockkit's packages share: a
+// lock Client tied to a test, a Lock that fails the test, a go-redis hook
+// that counts commands, and a copy of the test binary run as a child
+// process.
+package locktest
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// Mini returns an embedded miniredis and a go-redis client of it, both
+// closed when the test ends. miniredis does not expire keys in real time:
+// use its FastForward.
+func Mini(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return mr, rdb
+}
+
+// NewClient returns a lock Client closed when the test ends.
+func NewClient(t testing.TB, rdb redis.UniversalClient, opts ...lock.Option) *lock.Client {
+	t.Helper()
+	c, err := lock.New(rdb, opts...)
+	if err != nil {
+		t.Fatalf("lock.New: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// MustLock takes key or fails the test.
+func MustLock(t testing.TB, l lock.Locker, ctx context.Context, key string, opts ...lock.LockOption) (context.Context, lock.UnlockFunc) {
+	t.Helper()
+	lctx, unlock, err := l.Lock(ctx, key, opts...)
+	if err != nil {
+		t.Fatalf("Lock(%q): %v", key, err)
+	}
+	return lctx, unlock
+}
+
+// CommandCounter is a go-redis hook counting the commands a client sends;
+// a pipeline counts each of its commands.
+type CommandCounter struct{ n atomic.Int64 }
+
+// CountCommands adds a CommandCounter to rdb.
+func CountCommands(rdb *redis.Client) *CommandCounter {
+	cc := &CommandCounter{}
+	rdb.AddHook(cc)
+	return cc
+}
+
+// N returns the number of commands sent so far.
+func (cc *CommandCounter) N() int64 { return cc.n.Load() }
+
+// DialHook implements redis.Hook.
+func (cc *CommandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (cc *CommandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		cc.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook.
+func (cc *CommandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		cc.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// StartChild runs the test binary again, running no test, with env (a
+// NAME=value pair its TestMain acts on), and waits for the child's first
+// line on stdout, failing the test unless it is ready. The child is killed
+// when the test ends.
+func StartChild(t testing.TB, env, ready string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != ready+"\n" {
+		t.Fatalf("child process: %q %v, want %q", line, err, ready)
+	}
+	return cmd
+}
