@@ -45,14 +45,15 @@
 // Every new acquisition of a key gets a number larger than all before it
 // ([FencingToken]). Pass it to storage that rejects writes carrying a
 // smaller token than it has seen, and a holder that was paused past its
-// lease can do no harm. Tokens cost one small Redis string per key ever
+// lease can do no harm. Tokens cost one small Redis hash per key ever
 // locked, kept without expiry.
 //
 // # Redis data
 //
 // For key K and prefix P (default "lockkit") the Client uses the hash
-// P:{K} (owner → hold count, with the lease as TTL), the counter
-// P:{K}:fence and the channel P:{K}:released, where braces and '%' in K are
+// P:{K} (owner → hold count, with the lease as TTL), the hash P:{K}:fence
+// (the last fencing token and the last releasing owner, kept without
+// expiry) and the channel P:{K}:released, where braces and '%' in K are
 // escaped and keys over 128 bytes are replaced by their SHA-256 digest. All
 // three share one hash tag, so locks work unchanged on Redis Cluster.
 package lock

@@ -18,12 +18,14 @@ type nodeResult[T any] struct {
 }
 
 // fanOut runs call on every node of c and returns the answers in node
-// order. With one node the call runs inline with ctx. With several (quorum
-// mode) the calls run in parallel, each bounded by timeout; fanOut returns
-// when all answered or timeout passed, counting the silent ones as failed
-// with errNodeTimeout (their calls finish in the background).
+// order. With a timeout of 0 (one node) the call runs inline with ctx.
+// Otherwise the calls run in parallel, each bounded by timeout, and fanOut
+// returns when all answered or timeout passed, counting the silent ones as
+// failed with errNodeTimeout: their calls finish in the background, so a
+// node that hangs cannot hold the caller past the timeout whatever the
+// Redis client does with deadlines.
 func fanOut[T any](c *Client, ctx context.Context, timeout time.Duration, call func(context.Context, *node) (T, error)) []nodeResult[T] {
-	if len(c.nodes) == 1 {
+	if timeout == 0 {
 		v, err := call(ctx, c.nodes[0])
 		return []nodeResult[T]{{v, err}}
 	}

@@ -79,7 +79,7 @@ func (h *hold) validity() time.Duration {
 func (h *hold) attempt(ctx context.Context) (attemptResult, error) {
 	c := h.c
 	sent := time.Now()
-	rs := fanOut(c, ctx, c.cfg.nodeTimeoutFor(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
+	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
 		return nd.acquire(ctx, h, 1)
 	})
 	var v votes
@@ -143,6 +143,7 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 		_ = h.release(cl.rctx, 0)
 		return nil, ErrClosed
 	}
+	h.c.wt.held(h.rk.channel, +1)
 	return h.newLevelLocked(cl), nil
 }
 
@@ -158,7 +159,7 @@ func (h *hold) enter(cl *call) (*level, error) {
 		return nil, end
 	}
 	c := h.c
-	rs := fanOut(c, cl.rctx, c.cfg.nodeTimeoutFor(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
+	rs := fanOut(c, cl.rctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
 		return nd.acquire(ctx, h, n)
 	})
 	var v votes
@@ -265,7 +266,7 @@ func (h *hold) release(ctx context.Context, n int) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	c := h.c
-	rs := fanOut(c, ctx, c.cfg.nodeTimeoutFor(h.lease), func(ctx context.Context, nd *node) (bool, error) {
+	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
 		return nd.release(ctx, h, n)
 	})
 	var v votes
@@ -281,6 +282,9 @@ func (h *hold) release(ctx context.Context, n int) error {
 	}
 	switch {
 	case c.won(v):
+		if n == 0 {
+			c.wt.released(h.rk.channel) // this process's waiters need not wait for the message
+		}
 		return nil
 	case c.lost(v):
 		return ErrLost
@@ -297,6 +301,10 @@ func (h *hold) endLocked(cause error) {
 	h.end = cause
 	h.timer.Stop()
 	h.c.wd.remove(h)
+	h.c.wt.held(h.rk.channel, -1)
+	if cause != errDone {
+		h.c.wt.released(h.rk.channel) // an unlock wakes them once Redis released
+	}
 	for _, l := range h.levels {
 		h.c.reportRelease(l, cause) // first, so the observer is done when ctx is
 		l.cancel(cause)

@@ -9,7 +9,8 @@
 --
 -- The count is set to the target, so a retried command changes nothing
 -- more. At zero the key is deleted, the owner noted as the last to release,
--- and the release announced on KEYS[3], so waiters try at once.
+-- and the release announced on KEYS[3] with the owner, so waiters try at
+-- once (and its own Client's waiters know they were told already).
 --
 -- Returns 1 when the owner's count is at the target, 0 when its hold is
 -- gone: the key is missing at a count above zero, or another owner has it
@@ -29,5 +30,5 @@ if n > 0 then
 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[2], 'released', ARGV[1])
-redis.call(ARGV[3], KEYS[3], '')
+redis.call(ARGV[3], KEYS[3], ARGV[1])
 return 1

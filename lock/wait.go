@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ type waiters struct {
 	c      *Client
 	mu     sync.Mutex // also serialises (un)subscribe commands
 	queues map[string]*queue
+	holds  map[string]int  // channel -> live holds of this Client on its key
 	shared []*redis.PubSub // per node; made on first use (not for Redis Cluster)
 	closed bool
 }
@@ -39,7 +41,7 @@ type queue struct {
 }
 
 func newWaiters(c *Client) *waiters {
-	return &waiters{c: c, queues: make(map[string]*queue), shared: make([]*redis.PubSub, len(c.nodes))}
+	return &waiters{c: c, queues: make(map[string]*queue), holds: make(map[string]int), shared: make([]*redis.PubSub, len(c.nodes))}
 }
 
 // wait blocks until h's key is taken for h's owner, ctx is done, the wait
@@ -97,6 +99,12 @@ func (w *waiters) wait(ctx context.Context, h *hold, lc lockConfig, remaining ti
 		case <-q.wake: // this attempt sees every release announced so far
 		default:
 		}
+		if w.heldHere(h.rk.channel) {
+			// A hold of this Client has the key (the waiter before us):
+			// its end wakes the queue, no need to ask Redis.
+			retry.Reset(retryAfter(time.Duration(q.remaining.Load())))
+			continue
+		}
 		res, err := h.attempt(ctx)
 		if err != nil || res.ok {
 			return res, err
@@ -115,6 +123,44 @@ func retryAfter(remaining time.Duration) time.Duration {
 		return time.Second
 	}
 	return remaining + time.Millisecond
+}
+
+// held counts a hold of this Client on channel's key starting (+1) or
+// ending (-1). While one lives, this process's waiters of the key do not
+// ask Redis: the hold's end wakes them (see released).
+func (w *waiters) held(channel string, delta int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.holds[channel] += delta; w.holds[channel] <= 0 {
+		delete(w.holds, channel)
+	}
+}
+
+// released wakes this process's waiters of channel at once, as the
+// release message would.
+func (w *waiters) released(channel string) {
+	w.mu.Lock()
+	q := w.queues[channel]
+	w.mu.Unlock()
+	q.notify()
+}
+
+// heldHere reports whether a hold of this Client has channel's key.
+func (w *waiters) heldHere(channel string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.holds[channel] > 0
+}
+
+// notify wakes the queue's head; q may be nil.
+func (q *queue) notify() {
+	if q == nil {
+		return
+	}
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
 }
 
 // waiting reports whether this process has waiters for channel.
@@ -200,6 +246,9 @@ func (w *waiters) dispatch(msg any) {
 	subscribed := false
 	switch m := msg.(type) {
 	case *redis.Message:
+		if strings.HasPrefix(m.Payload, w.c.id+":") {
+			return // our own release: the queue was woken when it returned
+		}
 		channel = m.Channel
 	case *redis.Subscription:
 		if m.Kind != "subscribe" && m.Kind != "ssubscribe" {

@@ -14,11 +14,24 @@ type watchdog struct {
 	mu     sync.Mutex
 	holds  map[*hold]time.Time // live hold -> next renewal (zero: none)
 	closed bool
-	kick   chan struct{}
+	wake   *time.Timer // runs the loop at wakeAt
+	wakeAt time.Time   // zero: wake is not armed
 }
 
 func newWatchdog(c *Client) *watchdog {
-	return &watchdog{c: c, holds: make(map[*hold]time.Time), kick: make(chan struct{}, 1)}
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &watchdog{c: c, holds: make(map[*hold]time.Time), wake: t}
+}
+
+// armLocked makes the loop run at at, unless it runs sooner already. It
+// only resets a timer, so taking a lock does not wake the watchdog
+// goroutine.
+func (w *watchdog) armLocked(at time.Time) {
+	if w.wakeAt.IsZero() || at.Before(w.wakeAt) {
+		w.wakeAt = at
+		w.wake.Reset(time.Until(at))
+	}
 }
 
 // interval is how often a lease is renewed: a third of it, so two more
@@ -38,9 +51,8 @@ func (w *watchdog) add(h *hold, sent time.Time) bool {
 		at = sent.Add(interval(h))
 	}
 	w.holds[h] = at
-	select {
-	case w.kick <- struct{}{}:
-	default:
+	if !at.IsZero() {
+		w.armLocked(at)
 	}
 	return true
 }
@@ -68,29 +80,25 @@ func (w *watchdog) closeAll() {
 }
 
 func (w *watchdog) run() {
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
+	defer w.wake.Stop()
 	for {
-		batch, next := w.due(time.Now())
-		if len(batch) > 0 {
-			w.renew(batch)
-			continue
-		}
-		t.Reset(next)
 		select {
 		case <-w.c.life.Done():
 			return
-		case <-w.kick:
-		case <-t.C:
+		case <-w.wake.C:
+		}
+		for batch := w.due(time.Now()); len(batch) > 0; batch = w.due(time.Now()) {
+			w.renew(batch)
 		}
 	}
 }
 
-// due returns the holds to renew now and how long until the next one is
-// due. A lease due within an eighth of its interval is renewed with the
-// batch, so holds taken at different moments share round trips. Holds
-// whose outermost caller's context is done are no longer renewed.
-func (w *watchdog) due(now time.Time) ([]*hold, time.Duration) {
+// due returns the holds to renew now; when there are none, it arms the
+// loop for the next one. A lease due within an eighth of its interval is
+// renewed with the batch, so holds taken at different moments share round
+// trips. Holds whose outermost caller's context is done are no longer
+// renewed.
+func (w *watchdog) due(now time.Time) []*hold {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var batch []*hold
@@ -110,7 +118,11 @@ func (w *watchdog) due(now time.Time) ([]*hold, time.Duration) {
 		}
 		next = min(next, d)
 	}
-	return batch, next
+	w.wakeAt = time.Time{}
+	if len(batch) == 0 && next < time.Hour {
+		w.armLocked(now.Add(next))
+	}
+	return batch
 }
 
 // renew extends the leases of batch with one pipeline per node. A lease
@@ -123,19 +135,22 @@ func (w *watchdog) renew(batch []*hold) {
 	// A confirmation is worth waiting for until the first validity in the
 	// batch ends; after that it proves nothing for that hold.
 	// In quorum mode each node also has the node timeout, so that silent
-	// nodes do not hold back the majority's answer.
+	// nodes do not hold back the majority's answer. The loop never waits
+	// longer, even for a Redis that stopped answering.
 	deadline := sent.Add(time.Hour)
-	nodeTimeout := time.Hour
+	timeout := time.Hour
 	for _, h := range batch {
 		h.mu.Lock()
 		if h.validUntil.Before(deadline) {
 			deadline = h.validUntil
 		}
 		h.mu.Unlock()
-		nodeTimeout = min(nodeTimeout, c.cfg.nodeTimeoutFor(h.lease))
+		if t := c.callTimeout(h.lease); t > 0 {
+			timeout = min(timeout, t)
+		}
 	}
 	ctx, cancel := context.WithDeadline(c.life, deadline)
-	rs := fanOut(c, ctx, min(nodeTimeout, max(time.Until(deadline), time.Millisecond)), func(ctx context.Context, nd *node) ([]bool, error) {
+	rs := fanOut(c, ctx, min(timeout, max(time.Until(deadline), time.Millisecond)), func(ctx context.Context, nd *node) ([]bool, error) {
 		return nd.renew(ctx, batch)
 	})
 	cancel()
