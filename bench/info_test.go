@@ -1,0 +1,50 @@
+package main
+
+import "testing"
+
+const infoSample = "# Commandstats\r\n" +
+	"cmdstat_evalsha:calls=20,usec=200,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n" +
+	"cmdstat_hget:calls=20,usec=20,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n" +
+	"cmdstat_info:calls=3,usec=90,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n" +
+	"cmdstat_client|setinfo:calls=2,usec=2,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n" +
+	"\r\n# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:0.250000\r\nused_cpu_sys_children:9.000000\r\n"
+
+func TestParseStats(t *testing.T) {
+	st, err := parseStats(infoSample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.cpu != 1.75 {
+		t.Errorf("cpu = %v, want 1.75 (sys + user, no children)", st.cpu)
+	}
+	if _, ok := st.calls["info"]; ok {
+		t.Error("INFO counted; the harness's own calls must be left out")
+	}
+	if got := st.commands(); got != 42 {
+		t.Errorf("commands = %d, want 42", got)
+	}
+}
+
+func TestStatsSince(t *testing.T) {
+	before := redisStats{calls: map[string]int64{"evalsha": 10, "hget": 20}, cpu: 1}
+	after := redisStats{calls: map[string]int64{"evalsha": 30, "hget": 20, "del": 10}, cpu: 1.5}
+	d := after.since(before)
+	if d.cpu != 0.5 || d.commands() != 30 {
+		t.Fatalf("since = %+v, want cpu 0.5 and 30 commands", d)
+	}
+	if got, want := d.breakdown(10), "evalsha 2, del 1"; got != want {
+		t.Errorf("breakdown = %q, want %q", got, want)
+	}
+}
+
+func TestParseStatsRejectsGarbage(t *testing.T) {
+	for _, text := range []string{
+		"cmdstat_get:usec=1\r\n",
+		"cmdstat_get:calls=x,usec=1\r\n",
+		"used_cpu_sys:abc\r\n",
+	} {
+		if _, err := parseStats(text); err == nil {
+			t.Errorf("parseStats(%q) = nil error", text)
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	colAcqPerSec = "acq/s"
+	colWait99    = "wait99"
+	colJain      = "jain"
+)
+
+// contended is scenario 3: workers goroutines want one key all the time
+// and hold it for hold each time. With perWorker each worker has its own
+// client (as separate processes would); otherwise all share one.
+func contended(workers int, hold time.Duration, perWorker bool) scenario {
+	clients := "one client shared by all workers (one process)"
+	if perWorker {
+		clients = "one client per worker (one process each)"
+	}
+	t := newTable(fmt.Sprintf("3. Contended: W = %d workers on one key, hold %v, %s", workers, hold, clients),
+		"Wait is from a worker's lock call to its return; waits still open when the run ends count with the time "+
+			"waited so far. Handoff is from a release returning to the next holder's lock returning. "+
+			"Jain's index is over acquisitions per worker (1 = all equal). Round trips include the unlocks. "+
+			"Locks lost: releases that found the lock gone.",
+		column{colAcqPerSec, "acq/s", 0},
+		column{"wait50", "wait p50 (ms)", 2},
+		column{colWait99, "wait p99 (ms)", 2},
+		column{"waitMax", "wait max (ms)", 1},
+		column{"handoff50", "handoff p50 (ms)", 2},
+		column{"handoff99", "handoff p99 (ms)", 2},
+		column{colJain, "Jain", 3},
+		column{"cpu", "Redis CPU/acq (µs)", 1},
+		column{"rt", "round trips/acq", 2},
+		column{colLost, "locks lost", 0},
+	)
+	return scenario{table: t, run: func(ctx context.Context, e *env, lib library) (figures, error) {
+		return runContended(ctx, e, lib, t, workers, hold, perWorker)
+	}}
+}
+
+// A tenure is one acquisition: when the holder's lock returned and when
+// its release returned.
+type tenure struct{ acquired, released time.Time }
+
+// workerLog is what one worker saw.
+type workerLog struct {
+	waits   []time.Duration
+	tenures []tenure
+}
+
+func runContended(ctx context.Context, e *env, lib library, t *table, workers int, hold time.Duration, perWorker bool) (f figures, err error) {
+	wc := &wireCounter{}
+	sessions := make([]*session, workers)
+	for i := range sessions {
+		if i > 0 && !perWorker {
+			sessions[i] = sessions[0]
+			continue
+		}
+		s, openErr := e.open(ctx, lib, e.cfg.lease, wc)
+		if openErr != nil {
+			return nil, openErr
+		}
+		defer closeAll(&err, s)
+		sessions[i] = s
+	}
+	key := e.key("contended")
+
+	before, err := readStats(ctx, e.admin)
+	if err != nil {
+		return nil, err
+	}
+	wire0 := wc.snapshot()
+	logs := make([]workerLog, workers)
+	var holders atomic.Int32
+	var lost losses
+	runCtx, stop := context.WithTimeout(ctx, e.cfg.run)
+	defer stop()
+	start := time.Now()
+	err = runWorkers(workers, func(i int) error {
+		s, log := sessions[i], &logs[i]
+		for runCtx.Err() == nil {
+			t0 := time.Now()
+			release, err := s.lock(runCtx, key)
+			t1 := time.Now()
+			if err != nil {
+				if runCtx.Err() == nil {
+					return err
+				}
+				log.waits = append(log.waits, t1.Sub(t0)) // still waiting at the end
+				return nil
+			}
+			if holders.Add(1) != 1 {
+				return errors.New("two workers held the key at once")
+			}
+			if hold > 0 {
+				time.Sleep(hold)
+			}
+			holders.Add(-1)
+			if err := lost.check(release()); err != nil {
+				return err
+			}
+			log.waits = append(log.waits, t1.Sub(t0))
+			log.tenures = append(log.tenures, tenure{t1, time.Now()})
+		}
+		return nil
+	})
+	elapsed := min(time.Since(start), e.cfg.run)
+	if err != nil {
+		return nil, err
+	}
+	wire := wc.snapshot().sub(wire0)
+	after, err := readStats(ctx, e.admin)
+	if err != nil {
+		return nil, err
+	}
+
+	var waits []time.Duration
+	var tenures []tenure
+	perWorkerAcqs := make([]int, workers)
+	for i, l := range logs {
+		waits = append(waits, l.waits...)
+		tenures = append(tenures, l.tenures...)
+		perWorkerAcqs[i] = len(l.tenures)
+	}
+	t.detail[lib.name] = lost.note()
+	handoffs := handoffTimes(tenures)
+	acqs := float64(len(tenures))
+	return figures{
+		colAcqPerSec: acqs / elapsed.Seconds(),
+		"wait50":     millis(percentile(waits, 0.50)),
+		colWait99:    millis(percentile(waits, 0.99)),
+		"waitMax":    millis(percentile(waits, 1)),
+		"handoff50":  millis(percentile(handoffs, 0.50)),
+		"handoff99":  millis(percentile(handoffs, 0.99)),
+		colJain:      jain(perWorkerAcqs),
+		"cpu":        after.since(before).cpu / acqs * 1e6,
+		"rt":         float64(wire.roundTrips) / acqs,
+		colLost:      lost.count(),
+	}, nil
+}
+
+// handoffTimes returns, for every acquisition but the first, the time from
+// the previous holder's release returning to its lock returning. It can be
+// negative: the next holder may get the key before the releasing call has
+// read its reply.
+func handoffTimes(ts []tenure) []time.Duration {
+	slices.SortFunc(ts, func(a, b tenure) int { return a.acquired.Compare(b.acquired) })
+	var hs []time.Duration
+	for i := 1; i < len(ts); i++ {
+		hs = append(hs, ts[i].acquired.Sub(ts[i-1].released))
+	}
+	return hs
+}
+
+// runWorkers runs work(0) … work(n-1) in goroutines and returns the first
+// error once all have returned.
+func runWorkers(n int, work func(i int) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = work(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
