@@ -14,9 +14,9 @@ import (
 type config struct {
 	smoke       bool
 	rounds      int
-	run         time.Duration // one measured run of scenarios 1, 3 and 4
+	run         time.Duration // one measured run of scenarios 1, 3, 4 and 6
 	hold        time.Duration // scenario 2: how long the holder holds
-	lease       time.Duration // scenarios 1-4
+	lease       time.Duration // scenarios 1-4 and 6
 	locks       int           // scenario 5: locks held at once
 	heldLease   time.Duration // scenario 5
 	scenarios   map[int]bool
@@ -46,12 +46,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	fs.BoolVar(&cfg.smoke, "smoke", false, "short run that only shows the harness works: 1 round, ~1 s per scenario")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds; libraries run interleaved in each")
-	fs.DurationVar(&cfg.run, "run", 1500*time.Millisecond, "length of one measured run in scenarios 1, 3 and 4")
+	fs.DurationVar(&cfg.run, "run", 1500*time.Millisecond, "length of one measured run in scenarios 1, 3, 4 and 6")
 	fs.DurationVar(&cfg.hold, "hold", 3*time.Second, "scenario 2: how long the holder holds while the waiter waits")
-	fs.DurationVar(&cfg.lease, "lease", 8*time.Second, "lease in scenarios 1-4 (redsync's default expiry)")
+	fs.DurationVar(&cfg.lease, "lease", 8*time.Second, "lease in scenarios 1-4 and 6 (redsync's default expiry)")
 	fs.IntVar(&cfg.locks, "locks", 10_000, "scenario 5: locks held at once")
 	fs.DurationVar(&cfg.heldLease, "held-lease", 3*time.Second, "scenario 5: lease (renewed every third of it)")
-	only := fs.String("scenarios", "1,2,3,4,5", "comma-separated scenarios to run")
+	only := fs.String("scenarios", "1,2,3,4,5", "comma-separated scenarios to run (6, lockkit's modes, only when named; -smoke adds it)")
 	fs.StringVar(&cfg.redisServer, "redis-server", "redis-server", "redis-server binary")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -79,12 +79,15 @@ func (cfg *config) finish(fs *flag.FlagSet, only string) error {
 				}
 			}
 		}
+		if !given["scenarios"] {
+			only += ",6"
+		}
 	}
 	cfg.scenarios = map[int]bool{}
 	for s := range strings.SplitSeq(only, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 || n > 5 {
-			return fmt.Errorf("-scenarios: %q is not a scenario (1 to 5)", s)
+		if err != nil || n < 1 || n > 6 {
+			return fmt.Errorf("-scenarios: %q is not a scenario (1 to 6)", s)
 		}
 		cfg.scenarios[n] = true
 	}

@@ -17,7 +17,7 @@ func TestParseFlagsRejectsBadValues(t *testing.T) {
 		{[]string{"-hold", "-1s"}, "-hold -1s"},
 		{[]string{"-locks", "1"}, "-locks 1"},
 		{[]string{"-hold", "10s"}, "must be shorter than -lease 8s"},
-		{[]string{"-scenarios", "1,6"}, `"6" is not a scenario`},
+		{[]string{"-scenarios", "1,7"}, `"7" is not a scenario`},
 		{[]string{"-scenarios", ""}, `"" is not a scenario`},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"-nosuchflag"}, "not defined"},

@@ -42,5 +42,8 @@ func plan(cfg config) ([]scenario, []check) {
 		scenarios = append(scenarios, s)
 		checks = append(checks, heldChecks(s.table, cfg.locks)...)
 	}
+	if cfg.scenarios[6] {
+		scenarios = append(scenarios, modes()...)
+	}
 	return scenarios, checks
 }
