@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -70,6 +71,9 @@ func startFleet(cfg config) (_ *fleet, err error) {
 	}
 	data := redis.NewClient(opt)
 	f.closers = append(f.closers, func() { _ = data.Close() })
+	if err := data.Ping(context.Background()).Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.redisName, err)
+	}
 	f.shop = newShop(data, prefix, cfg.payTime, tp.Tracer("lockkit-demo"))
 
 	gin.SetMode(gin.ReleaseMode)

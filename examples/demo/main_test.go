@@ -65,9 +65,11 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 			t.Errorf("run(%+v) accepted", cfg)
 		}
 	}
-	cfg := short
-	cfg.redisURL = "ftp://nowhere"
-	if _, err := run(context.Background(), cfg, &bytes.Buffer{}); err == nil {
-		t.Error("a bad Redis URL was accepted")
+	for _, url := range []string{"ftp://nowhere", "redis://127.0.0.1:1/0"} {
+		cfg := short
+		cfg.redisURL = url
+		if _, err := run(context.Background(), cfg, &bytes.Buffer{}); err == nil {
+			t.Errorf("Redis URL %s was accepted", url)
+		}
 	}
 }
