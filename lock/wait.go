@@ -11,6 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// healthCheck is how often a silent pub/sub connection is pinged, to find
+// one that broke without a word: once per default lease.
+const healthCheck = 30 * time.Second
+
 // waiters lets Lock calls sleep until a release is announced. Subscriptions
 // are shared per Client and reference-counted per key: on a single Redis
 // one pub/sub connection carries every channel; on Redis Cluster each
@@ -233,7 +237,10 @@ func (w *waiters) leave(q *queue) {
 // listen dispatches what ps receives until ps is closed. Called with w.mu
 // held.
 func (w *waiters) listen(ps *redis.PubSub) {
-	ch := ps.ChannelWithSubscriptions()
+	// go-redis pings a silent subscription every 3 s by default. Waiters
+	// need it far less often: a broken subscription only delays them until
+	// the holder's lease ends, when they try again anyway.
+	ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(healthCheck))
 	w.c.tasks.run(func() {
 		for msg := range ch {
 			w.dispatch(msg)
