@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -250,42 +249,6 @@ func startClusterNode(ctx context.Context, bin string) (*server, error) {
 		}
 	}
 	return nil, err
-}
-
-// launch starts bin on port as startServer does, with extra arguments.
-func launch(ctx context.Context, bin string, port int, extra ...string) (*server, error) {
-	dir, err := os.MkdirTemp("", "lockkit-bench-")
-	if err != nil {
-		return nil, err
-	}
-	s := &server{
-		addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		dir:  dir,
-		exit: make(chan struct{}),
-	}
-	s.cmd = exec.Command(bin, append([]string{
-		"--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
-		"--dir", dir,
-		"--logfile", "redis.log",
-	}, extra...)...)
-	s.cmd.Dir = dir
-	if err := s.cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	go func() {
-		_ = s.cmd.Wait()
-		close(s.exit)
-	}()
-	if err := s.waitReady(ctx, 10*time.Second); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-		s.stop()
-		return nil, fmt.Errorf("redis-server on %s: %w\n%s", s.addr, err, log)
-	}
-	return s, nil
 }
 
 // clusterPort returns a loopback port that is free, with port + 10000

@@ -30,7 +30,11 @@ func startServer(ctx context.Context, bin string) (*server, error) {
 	var err error
 	for range 3 {
 		var s *server
-		if s, err = tryStart(ctx, bin); err == nil {
+		var port int
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+		if s, err = launch(ctx, bin, port); err == nil {
 			return s, nil
 		}
 		if ctx.Err() != nil {
@@ -40,11 +44,9 @@ func startServer(ctx context.Context, bin string) (*server, error) {
 	return nil, err
 }
 
-func tryStart(ctx context.Context, bin string) (*server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+// launch starts bin on port with no persistence, plus extra arguments,
+// and waits until it answers PING.
+func launch(ctx context.Context, bin string, port int, extra ...string) (*server, error) {
 	dir, err := os.MkdirTemp("", "lockkit-bench-")
 	if err != nil {
 		return nil, err
@@ -54,14 +56,14 @@ func tryStart(ctx context.Context, bin string) (*server, error) {
 		dir:  dir,
 		exit: make(chan struct{}),
 	}
-	s.cmd = exec.Command(bin,
+	s.cmd = exec.Command(bin, append([]string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", dir,
 		"--logfile", "redis.log",
-	)
+	}, extra...)...)
 	s.cmd.Dir = dir
 	if err := s.cmd.Start(); err != nil {
 		_ = os.RemoveAll(dir)
