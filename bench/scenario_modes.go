@@ -8,7 +8,6 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -64,14 +63,7 @@ func modes() []scenario {
 			"lockkit only; the other libraries are not run. Round trips and commands are counted on the client's "+
 				"sockets, to every node: a lock or unlock in quorum mode sends one script to each master in parallel. "+
 				"Allocations are the whole process's, per pair.",
-			column{colPairsPerSec, "pairs/s", 0},
-			column{"lock50", "lock p50 (µs)", 0},
-			column{"lock99", "lock p99 (µs)", 0},
-			column{"unlock50", "unlock p50 (µs)", 0},
-			column{"unlock99", "unlock p99 (µs)", 0},
-			column{colRoundTrips, "round trips/pair", 2},
-			column{colCommands, "commands/pair", 2},
-			column{"allocs", "allocs/pair", 1},
+			pairColumns()...,
 		)
 		out = append(out, scenario{table: t, run: func(ctx context.Context, e *env, lib library) (figures, error) {
 			if lib.name != "lockkit" {
@@ -94,55 +86,8 @@ func runMode(ctx context.Context, e *env, m mode) (f figures, err error) {
 	if _, _, _, err := timePairs(ctx, l, e.key("warm-up"), 0); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
-
-	runtime.GC()
-	var mem0, mem1 runtime.MemStats
-	runtime.ReadMemStats(&mem0)
-	wire0 := wc.snapshot()
-	locks, unlocks, elapsed, err := timePairs(ctx, l, e.key("modes"), e.cfg.run)
-	if err != nil {
-		return nil, err
-	}
-	wire := wc.snapshot().sub(wire0)
-	runtime.ReadMemStats(&mem1)
-	pairs := float64(len(locks))
-	return figures{
-		colPairsPerSec: pairs / elapsed.Seconds(),
-		"lock50":       micros(percentile(locks, 0.50)),
-		"lock99":       micros(percentile(locks, 0.99)),
-		"unlock50":     micros(percentile(unlocks, 0.50)),
-		"unlock99":     micros(percentile(unlocks, 0.99)),
-		colRoundTrips:  float64(wire.roundTrips) / pairs,
-		colCommands:    float64(wire.commands) / pairs,
-		"allocs":       float64(mem1.Mallocs-mem0.Mallocs) / pairs,
-	}, nil
-}
-
-// timePairs locks and unlocks key with l, one pair after the other, for
-// run (at least one pair), and returns how long each lock and each unlock
-// took and how long it all took.
-func timePairs(ctx context.Context, l locker, key string, run time.Duration) (locks, unlocks []time.Duration, elapsed time.Duration, err error) {
-	capacity := int(run.Seconds()*50_000) + 16
-	locks = make([]time.Duration, 0, capacity)
-	unlocks = make([]time.Duration, 0, capacity)
-	start := time.Now()
-	for end := start.Add(run); len(locks) == 0 || time.Now().Before(end); {
-		if err := ctx.Err(); err != nil {
-			return nil, nil, 0, err
-		}
-		t0 := time.Now()
-		release, err := l.lock(ctx, key)
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		t1 := time.Now()
-		if err := release(); err != nil {
-			return nil, nil, 0, err
-		}
-		locks = append(locks, t1.Sub(t0))
-		unlocks = append(unlocks, time.Since(t1))
-	}
-	return locks, unlocks, time.Since(start), nil
+	f, _, err = measurePairs(ctx, l, e.key("modes"), e.cfg.run, wc)
+	return f, err
 }
 
 // openSingle uses the harness's own server, as scenario 1 does.

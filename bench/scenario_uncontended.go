@@ -20,15 +20,7 @@ func uncontended(cfg config) scenario {
 		"Round trips and commands are counted on the client's socket; Redis commands come from INFO commandstats "+
 			"and include those run inside scripts (the list below each table, from the last round). "+
 			"Allocations are the whole process's, per pair.",
-		column{colPairsPerSec, "pairs/s", 0},
-		column{"lock50", "lock p50 (µs)", 0},
-		column{"lock99", "lock p99 (µs)", 0},
-		column{"unlock50", "unlock p50 (µs)", 0},
-		column{"unlock99", "unlock p99 (µs)", 0},
-		column{colRoundTrips, "round trips/pair", 2},
-		column{colCommands, "commands/pair", 2},
-		column{colRedisCommands, "Redis commands/pair", 2},
-		column{"allocs", "allocs/pair", 1},
+		pairColumns(column{colRedisCommands, "Redis commands/pair", 2})...,
 	)
 	return scenario{table: t, run: func(ctx context.Context, e *env, lib library) (figures, error) {
 		return runUncontended(ctx, e, lib, t)
@@ -42,52 +34,89 @@ func runUncontended(ctx context.Context, e *env, lib library, t *table) (f figur
 		return nil, err
 	}
 	defer closeAll(&err, s)
-	key := e.key("uncontended")
-	capacity := int(e.cfg.run.Seconds()*100_000) + 1024
-	locks := make([]time.Duration, 0, capacity)
-	unlocks := make([]time.Duration, 0, capacity)
-
-	runtime.GC()
 	before, err := readStats(ctx, e.admin)
 	if err != nil {
 		return nil, err
 	}
-	var mem0, mem1 runtime.MemStats
-	runtime.ReadMemStats(&mem0)
-	wire0 := wc.snapshot()
-	start := time.Now()
-	for end := start.Add(e.cfg.run); time.Now().Before(end) && ctx.Err() == nil; {
-		t0 := time.Now()
-		release, err := s.lock(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		t1 := time.Now()
-		if err := release(); err != nil {
-			return nil, err
-		}
-		locks = append(locks, t1.Sub(t0))
-		unlocks = append(unlocks, time.Since(t1))
+	f, pairs, err := measurePairs(ctx, s, e.key("uncontended"), e.cfg.run, wc)
+	if err != nil {
+		return nil, err
 	}
-	elapsed := time.Since(start)
-	wire := wc.snapshot().sub(wire0)
-	runtime.ReadMemStats(&mem1)
 	after, err := readStats(ctx, e.admin)
 	if err != nil {
 		return nil, err
 	}
 	redis := after.since(before)
-	pairs := float64(len(locks))
 	t.detail[lib.name] = "Redis commands per pair: " + redis.breakdown(pairs)
+	f[colRedisCommands] = float64(redis.commands()) / pairs
+	return f, nil
+}
+
+// pairColumns are the columns of a lock + unlock loop: throughput,
+// latencies and costs per pair, with extra ones before the allocations.
+func pairColumns(extra ...column) []column {
+	cols := []column{
+		{colPairsPerSec, "pairs/s", 0},
+		{"lock50", "lock p50 (µs)", 0},
+		{"lock99", "lock p99 (µs)", 0},
+		{"unlock50", "unlock p50 (µs)", 0},
+		{"unlock99", "unlock p99 (µs)", 0},
+		{colRoundTrips, "round trips/pair", 2},
+		{colCommands, "commands/pair", 2},
+	}
+	return append(append(cols, extra...), column{"allocs", "allocs/pair", 1})
+}
+
+// measurePairs runs timePairs and returns the figures of pairColumns (but
+// the extra ones), counted on wc and the process's allocations, and the
+// number of pairs.
+func measurePairs(ctx context.Context, l locker, key string, run time.Duration, wc *wireCounter) (figures, float64, error) {
+	runtime.GC()
+	var mem0, mem1 runtime.MemStats
+	runtime.ReadMemStats(&mem0)
+	wire0 := wc.snapshot()
+	locks, unlocks, elapsed, err := timePairs(ctx, l, key, run)
+	if err != nil {
+		return nil, 0, err
+	}
+	wire := wc.snapshot().sub(wire0)
+	runtime.ReadMemStats(&mem1)
+	pairs := float64(len(locks))
 	return figures{
-		colPairsPerSec:   pairs / elapsed.Seconds(),
-		"lock50":         micros(percentile(locks, 0.50)),
-		"lock99":         micros(percentile(locks, 0.99)),
-		"unlock50":       micros(percentile(unlocks, 0.50)),
-		"unlock99":       micros(percentile(unlocks, 0.99)),
-		colRoundTrips:    float64(wire.roundTrips) / pairs,
-		colCommands:      float64(wire.commands) / pairs,
-		colRedisCommands: float64(redis.commands()) / pairs,
-		"allocs":         float64(mem1.Mallocs-mem0.Mallocs) / pairs,
-	}, nil
+		colPairsPerSec: pairs / elapsed.Seconds(),
+		"lock50":       micros(percentile(locks, 0.50)),
+		"lock99":       micros(percentile(locks, 0.99)),
+		"unlock50":     micros(percentile(unlocks, 0.50)),
+		"unlock99":     micros(percentile(unlocks, 0.99)),
+		colRoundTrips:  float64(wire.roundTrips) / pairs,
+		colCommands:    float64(wire.commands) / pairs,
+		"allocs":       float64(mem1.Mallocs-mem0.Mallocs) / pairs,
+	}, pairs, nil
+}
+
+// timePairs locks and unlocks key with l, one pair after the other, for
+// run (at least one pair), and returns how long each lock and each unlock
+// took and how long it all took.
+func timePairs(ctx context.Context, l locker, key string, run time.Duration) (locks, unlocks []time.Duration, elapsed time.Duration, err error) {
+	capacity := int(run.Seconds()*50_000) + 16
+	locks = make([]time.Duration, 0, capacity)
+	unlocks = make([]time.Duration, 0, capacity)
+	start := time.Now()
+	for end := start.Add(run); len(locks) == 0 || time.Now().Before(end); {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, 0, err
+		}
+		t0 := time.Now()
+		release, err := l.lock(ctx, key)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		t1 := time.Now()
+		if err := release(); err != nil {
+			return nil, nil, 0, err
+		}
+		locks = append(locks, t1.Sub(t0))
+		unlocks = append(unlocks, time.Since(t1))
+	}
+	return locks, unlocks, time.Since(start), nil
 }
