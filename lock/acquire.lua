@@ -1,29 +1,60 @@
--- Takes KEYS[1] for owner ARGV[1], or enters it once more.
+-- Takes the lock for owner ARGV[1], or enters it once more (keys: see the
+-- queue part above).
 --
--- KEYS[1]  lock hash: owner -> hold count
--- KEYS[2]  fence hash: token -> last fencing token (never expires)
 -- ARGV[1]  owner
 -- ARGV[2]  lease in milliseconds (used for a first acquisition only)
 -- ARGV[3]  hold count this call moves the owner to
+-- ARGV[4]  claim window in milliseconds; 0 leaves the queue alone
+-- ARGV[5]  1 when the caller waits: a failed attempt joins the queue
+-- ARGV[6]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 --
 -- The count is set to the target, not incremented, so a command retried
--- after its reply was lost changes nothing more.
+-- after its reply was lost changes nothing more. A free lock with queued
+-- waiters is taken only by the one whose turn it is.
 --
--- Returns {count, token} on success, {0, remaining lease in ms} when another
--- owner holds the lock, {-1, 0} when the owner's hold is gone (lost).
+-- Returns {count, token} on success, {0, ms until it is worth trying again}
+-- when another owner holds the lock or has the turn, {-1, 0} when the
+-- owner's hold is gone (lost).
 local n = tonumber(ARGV[3])
-local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-if cur > 0 then
-  if cur ~= n then
-    redis.call('HSET', KEYS[1], ARGV[1], n)
+local claim = tonumber(ARGV[4])
+local waits = claim > 0 and ARGV[5] == '1'
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+  if cur > 0 then
+    if cur ~= n then
+      redis.call('HSET', KEYS[1], ARGV[1], n)
+    end
+    return {n, tonumber(redis.call('HGET', KEYS[2], 'token') or '0')}
   end
-  return {n, tonumber(redis.call('HGET', KEYS[2], 'token') or '0')}
+  if n > 1 then
+    return {-1, 0}
+  end
+  local pttl = redis.call('PTTL', KEYS[1])
+  if waits then
+    local now = now_ms()
+    enqueue(ARGV[1], now + math.max(pttl, 1000) + claim, now)
+  end
+  return {0, pttl}
 end
 if n > 1 then
   return {-1, 0}
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return {0, redis.call('PTTL', KEYS[1])}
+if claim > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+  local now = now_ms()
+  local o, d, dropped = first(now)
+  if o == ARGV[1] then
+    redis.call('LPOP', KEYS[3])
+    redis.call('HDEL', KEYS[4], o)
+  elseif o then
+    if dropped then
+      -- The waiters before o missed their turns: o's begins now.
+      d = announce(o, now, claim, ARGV[6], ARGV[1])
+    end
+    if waits then
+      enqueue(ARGV[1], d + claim, now)
+    end
+    return {0, d - now}
+  end
 end
 local token = redis.call('HINCRBY', KEYS[2], 'token', 1)
 redis.call('HSET', KEYS[1], ARGV[1], 1)

@@ -36,6 +36,7 @@ type UnlockFunc func() error
 type Client struct {
 	nodes  []*node // one, or several independent masters in quorum mode
 	quorum int     // nodes that must confirm: len(nodes)/2 + 1
+	claim  int64   // claim window (ms) of the wait queue; 0 in quorum mode, which has none
 	cfg    config
 	id     string // random; every owner is id:seq
 	seq    atomic.Uint64
@@ -87,6 +88,9 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 	}
 	for _, rdb := range rdbs {
 		c.nodes = append(c.nodes, newNode(rdb))
+	}
+	if len(c.nodes) == 1 {
+		c.claim = claimWindow.Milliseconds()
 	}
 	c.life, c.stop = context.WithCancel(context.Background())
 	c.wd = newWatchdog(c)
@@ -242,13 +246,15 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 		return outer.h.enter(cl)
 	}
 	h := c.newHold(cl.ctx, cl.a.Key, lc)
-	var res attemptResult
-	var err error
-	if !cl.a.Try && c.wt.waiting(h.rk.channel) {
-		// Queue behind this process's waiters instead of barging past them.
-		res, err = c.wt.wait(cl.rctx, h, lc, 0, cl.start)
-	} else if res, err = h.attempt(cl.rctx); err == nil && !res.ok && !cl.a.Try {
-		res, err = c.wt.wait(cl.rctx, h, lc, res.remaining, cl.start)
+	pre := c.wt.subscribed(h.rk.channel)
+	res, err := h.attempt(cl.rctx, !cl.a.Try)
+	if !cl.a.Try && !res.ok {
+		if err == nil {
+			res, err = c.wt.wait(cl.rctx, h, lc, res.remaining, cl.start, pre)
+		}
+		if !res.ok {
+			h.leave(cl.rctx) // also after an error: an attempt cut off may have queued
+		}
 	}
 	switch {
 	case err != nil:

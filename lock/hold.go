@@ -75,12 +75,13 @@ func (h *hold) validity() time.Duration {
 	return h.lease - h.c.cfg.driftFor(h.lease)
 }
 
-// attempt tries once to take the key for a new owner.
-func (h *hold) attempt(ctx context.Context) (attemptResult, error) {
+// attempt tries once to take the key for a new owner; with wait, a failed
+// attempt joins the key's wait queue.
+func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	c := h.c
 	sent := time.Now()
 	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
-		return nd.acquire(ctx, h, 1)
+		return nd.acquire(ctx, h, 1, wait)
 	})
 	var v votes
 	var token uint64
@@ -143,7 +144,6 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 		_ = h.release(cl.rctx, 0)
 		return nil, ErrClosed
 	}
-	h.c.wt.held(h.rk.channel, +1)
 	return h.newLevelLocked(cl), nil
 }
 
@@ -160,7 +160,7 @@ func (h *hold) enter(cl *call) (*level, error) {
 	}
 	c := h.c
 	rs := fanOut(c, cl.rctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
-		return nd.acquire(ctx, h, n)
+		return nd.acquire(ctx, h, n, false)
 	})
 	var v votes
 	for _, r := range rs {
@@ -266,7 +266,7 @@ func (h *hold) release(ctx context.Context, n int) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	c := h.c
-	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
+	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) (released, error) {
 		return nd.release(ctx, h, n)
 	})
 	var v votes
@@ -274,7 +274,7 @@ func (h *hold) release(ctx context.Context, n int) error {
 		switch {
 		case r.err != nil:
 			v.errs = append(v.errs, r.err)
-		case r.val:
+		case r.val.ok:
 			v.yes++
 		default:
 			v.no++
@@ -283,13 +283,27 @@ func (h *hold) release(ctx context.Context, n int) error {
 	switch {
 	case c.won(v):
 		if n == 0 {
-			c.wt.released(h.rk.channel) // this process's waiters need not wait for the message
+			// This process's waiters need not wait for the message.
+			c.wt.released(h.rk.channel, rs[0].val.next)
 		}
 		return nil
 	case c.lost(v):
 		return ErrLost
 	}
 	return fmt.Errorf("lock: release %q: %w", h.key, c.failure(v))
+}
+
+// leave takes h's owner, which stopped waiting, out of the key's wait
+// queue, so the turn it may have been given passes on at once. It runs
+// without ctx's cancellation, bounded by the claim window: later, the turn
+// has lapsed anyway. Without a queue (quorum mode) there is nothing to do.
+func (h *hold) leave(ctx context.Context) {
+	if h.c.claim == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimWindow)
+	defer cancel()
+	_ = h.c.nodes[0].leave(ctx, h) // if it fails, the turn lapses after the claim window
 }
 
 // endLocked ends the hold with cause: its lease is no longer renewed, and
@@ -301,9 +315,8 @@ func (h *hold) endLocked(cause error) {
 	h.end = cause
 	h.timer.Stop()
 	h.c.wd.remove(h)
-	h.c.wt.held(h.rk.channel, -1)
 	if cause != errDone {
-		h.c.wt.released(h.rk.channel) // an unlock wakes them once Redis released
+		h.c.wt.released(h.rk.channel, "") // an unlock wakes them once Redis released
 	}
 	for _, l := range h.levels {
 		h.c.reportRelease(l, cause) // first, so the observer is done when ctx is

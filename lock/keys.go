@@ -17,14 +17,21 @@ var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 // redisKeys are the Redis names of one lock. All share the hash tag
 // {tag}, so a lock's scripts run on one Redis Cluster slot.
 type redisKeys struct {
-	lock    string // hash: owner -> hold count, with the lease as TTL
-	fence   string // hash: fencing token and last releasing owner, never expires
-	channel string // release announcements
+	lock    string   // hash: owner -> hold count, with the lease as TTL
+	channel string   // release and turn announcements
+	scripts []string // the KEYS of acquire.lua, release.lua and leave.lua
 }
 
 func newRedisKeys(prefix, key string) redisKeys {
 	base := prefix + ":{" + hashTag(key) + "}"
-	return redisKeys{lock: base, fence: base + ":fence", channel: base + ":released"}
+	channel := base + ":released"
+	return redisKeys{lock: base, channel: channel, scripts: []string{
+		base,            // the lock
+		base + ":fence", // hash: fencing token and last releasing owner, never expires
+		base + ":queue", // list: waiting owners in arrival order
+		base + ":waits", // hash: waiting owner -> deadline
+		channel,
+	}}
 }
 
 // hashTag maps a user key one-to-one to a string with no braces and at most

@@ -30,10 +30,15 @@ func newNode(rdb redis.UniversalClient) *node {
 }
 
 // acquire runs acquire.lua: it moves h's owner to hold count n and returns
-// the script's reply pair (see the script).
-func (nd *node) acquire(ctx context.Context, h *hold, n int) ([]int64, error) {
-	v, err := acquireScript.Run(ctx, nd.rdb, []string{h.rk.lock, h.rk.fence},
-		h.owner, h.lease.Milliseconds(), n).Int64Slice()
+// the script's reply pair (see the script). With wait, a failed attempt
+// joins the wait queue.
+func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64, error) {
+	w := 0
+	if wait {
+		w = 1
+	}
+	v, err := acquireScript.Run(ctx, nd.rdb, h.rk.scripts,
+		h.owner, h.lease.Milliseconds(), n, h.c.claim, w, nd.publish).Int64Slice()
 	if err == nil && len(v) != 2 {
 		err = fmt.Errorf("unexpected reply %v", v)
 	}
@@ -41,11 +46,30 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int) ([]int64, error) {
 }
 
 // release runs release.lua: it moves h's owner to hold count n and reports
-// whether the owner still held the key.
-func (nd *node) release(ctx context.Context, h *hold, n int) (bool, error) {
-	ok, err := releaseScript.Run(ctx, nd.rdb, []string{h.rk.lock, h.rk.fence, h.rk.channel},
-		h.owner, n, nd.publish).Int64()
-	return ok == 1, err
+// whether the owner still held the key and which waiter, if any, was given
+// the turn.
+func (nd *node) release(ctx context.Context, h *hold, n int) (released, error) {
+	v, err := releaseScript.Run(ctx, nd.rdb, h.rk.scripts,
+		h.owner, n, h.c.claim, nd.publish).Slice()
+	if err != nil {
+		return released{}, err
+	}
+	if len(v) != 2 {
+		return released{}, fmt.Errorf("unexpected reply %v", v)
+	}
+	next, _ := v[1].(string)
+	return released{ok: v[0] == int64(1), next: next}, nil
+}
+
+// released is release.lua's reply.
+type released struct {
+	ok   bool   // the owner's count is at the target
+	next string // the waiter given the turn, if any
+}
+
+// leave runs leave.lua: h's owner stopped waiting.
+func (nd *node) leave(ctx context.Context, h *hold) error {
+	return leaveScript.Run(ctx, nd.rdb, h.rk.scripts, h.owner, h.c.claim, nd.publish).Err()
 }
 
 // renew runs renew.lua over batch in one pipeline and reports, per hold,

@@ -109,8 +109,8 @@ func (h *dropFirstReleaseReply) DialHook(next redis.DialHook) redis.DialHook { r
 func (h *dropFirstReleaseReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		args := cmd.Args() // eval(sha) script 3 lock fence channel owner n publish
-		if err == nil && !h.done && strings.HasPrefix(cmd.Name(), "eval") && len(args) == 9 && fmt.Sprint(args[7]) == "0" {
+		args := cmd.Args() // eval(sha) script 5 lock fence queue waits channel owner n claim publish
+		if err == nil && !h.done && strings.HasPrefix(cmd.Name(), "eval") && len(args) == 12 && fmt.Sprint(args[9]) == "0" {
 			h.done = true
 			h.between()
 			return next(ctx, cmd) // the retry

@@ -7,15 +7,23 @@ import (
 )
 
 // The scripts run with EVALSHA, falling back to EVAL when Redis does not
-// know them yet ([redis.Script.Run]).
+// know them yet ([redis.Script.Run]). Those that touch the wait queue start
+// with its helpers, queue.lua.
 var (
+	//go:embed queue.lua
+	queueSrc string
+
 	//go:embed acquire.lua
 	acquireSrc    string
-	acquireScript = redis.NewScript(acquireSrc)
+	acquireScript = redis.NewScript(queueSrc + acquireSrc)
 
 	//go:embed release.lua
 	releaseSrc    string
-	releaseScript = redis.NewScript(releaseSrc)
+	releaseScript = redis.NewScript(queueSrc + releaseSrc)
+
+	//go:embed leave.lua
+	leaveSrc    string
+	leaveScript = redis.NewScript(queueSrc + leaveSrc)
 
 	//go:embed renew.lua
 	renewSrc    string

@@ -3,9 +3,9 @@ package lock
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,82 +15,120 @@ import (
 // one that broke without a word: once per default lease.
 const healthCheck = 30 * time.Second
 
-// waiters lets Lock calls sleep until a release is announced. Subscriptions
+// claimWindow is how long a free lock is kept for the first queued waiter,
+// whose turn it is (see queue.lua). A waiter that does not try within it,
+// because its process died or stalled, loses its place and the next waiter
+// gets the turn; the waiters behind it try again after the window.
+const claimWindow = time.Second
+
+// linger is how long a key's subscription is kept after its last waiter
+// left, so that a key in steady demand is not subscribed to again for
+// every wait.
+const linger = time.Second
+
+// waiters lets Lock calls sleep until their turn is announced. Subscriptions
 // are shared per Client and reference-counted per key: on a single Redis
 // one pub/sub connection carries every channel; on Redis Cluster each
 // waited-for key gets a sharded subscription on the node owning its slot.
 // In quorum mode every node is subscribed to, and a message from any of
-// them wakes the waiters.
+// them wakes the first waiter.
 type waiters struct {
 	c      *Client
 	mu     sync.Mutex // also serialises (un)subscribe commands
 	queues map[string]*queue
-	holds  map[string]int  // channel -> live holds of this Client on its key
 	shared []*redis.PubSub // per node; made on first use (not for Redis Cluster)
 	closed bool
 }
 
-// queue holds the waiters of one key in this process. Only the waiter
-// holding gate talks to Redis, so a release does not send every local
-// waiter at Redis at once; the others follow it in turn.
+// queue holds the waiters of one key in this process, in arrival order,
+// and the key's subscription.
 type queue struct {
 	channel   string
-	refs      int
-	gate      chan struct{} // capacity 1: the waiter that holds it tries
+	list      []*waiter     // guarded by waiters.mu
+	idle      *time.Timer   // guarded by waiters.mu; runs while list is empty
 	ready     chan struct{} // closed when Redis confirmed the subscription
 	readyOnce sync.Once
-	wake      chan struct{}   // capacity 1: a release (or resubscription) happened
-	remaining atomic.Int64    // holder's lease (ns) at the head's last attempt
 	sharded   []*redis.PubSub // Redis Cluster nodes: this key's own subscriptions
 }
 
+// A waiter is one Lock call waiting for its key.
+type waiter struct {
+	owner string
+	wake  chan struct{} // capacity 1: try now
+	soon  chan struct{} // capacity 1: another Client's waiter has the turn
+}
+
 func newWaiters(c *Client) *waiters {
-	return &waiters{c: c, queues: make(map[string]*queue), holds: make(map[string]int), shared: make([]*redis.PubSub, len(c.nodes))}
+	return &waiters{c: c, queues: make(map[string]*queue), shared: make([]*redis.PubSub, len(c.nodes))}
+}
+
+// subscribed returns the queue of channel if its subscription is
+// confirmed, else nil. An attempt sent after that cannot have missed a
+// message; see wait.
+func (w *waiters) subscribed(channel string) *queue {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[channel]
+	if q == nil {
+		return nil
+	}
+	select {
+	case <-q.ready:
+		return q
+	default:
+		return nil
+	}
 }
 
 // wait blocks until h's key is taken for h's owner, ctx is done, the wait
-// limit passes or the Client closes. remaining is the holder's lease as the
-// last attempt saw it; the waiter tries again when it runs out even if no
-// release is announced, so a lost message delays it, never strands it.
-func (w *waiters) wait(ctx context.Context, h *hold, lc lockConfig, remaining time.Duration, start time.Time) (attemptResult, error) {
+// limit passes or the Client closes. remaining is how long the last attempt
+// said to wait (the holder's lease, or the turn of the waiter before); the
+// waiter tries again when it runs out even if no release is announced, so
+// a lost message delays it, never strands it. pre is what subscribed
+// returned before that attempt: when the waiter joins that same queue, the
+// attempt came after the subscription and need not be repeated.
+//
+// With one Redis, every waiter is in the key's wait queue in Redis and tries
+// when its turn is announced. In quorum mode, which has no such queue, only
+// this process's first waiter of the key tries, so a release does not send
+// every local waiter at Redis at once.
+func (w *waiters) wait(ctx context.Context, h *hold, lc lockConfig, remaining time.Duration, start time.Time, pre *queue) (attemptResult, error) {
 	var limit <-chan time.Time
 	if lc.waitSet {
 		t := time.NewTimer(lc.maxWait - time.Since(start))
 		defer t.Stop()
 		limit = t.C
 	}
-	q := w.join(h.rk.channel)
-	defer w.leave(q)
-	if remaining > 0 {
-		q.remaining.Store(int64(remaining))
-	}
+	q, me := w.join(h)
+	defer w.leave(q, me)
 	notObtained := func(err error, timedOut bool) (attemptResult, error) {
-		e := &NotObtainedError{Key: h.key, RemainingLease: time.Duration(q.remaining.Load()), timedOut: timedOut}
+		e := &NotObtainedError{Key: h.key, RemainingLease: remaining, timedOut: timedOut}
 		if err == nil {
 			return attemptResult{}, e
 		}
 		return attemptResult{}, errors.Join(e, err)
 	}
 
-	select {
-	case q.gate <- struct{}{}:
-	case <-ctx.Done():
-		return notObtained(ctx.Err(), false)
-	case <-limit:
-		return notObtained(nil, true)
-	case <-w.c.life.Done():
-		return attemptResult{}, ErrClosed
-	}
-	defer func() { <-q.gate }()
-
 	ready := q.ready
+	if q == pre {
+		ready = nil
+	}
 	retry := time.NewTimer(retryAfter(remaining))
 	defer retry.Stop()
+	due := time.Now().Add(retryAfter(remaining))
 	for {
 		select {
 		case <-ready:
 			ready = nil // subscribed: try, a release may have come before
-		case <-q.wake:
+		case <-me.wake:
+		case <-me.soon:
+			// If that waiter is gone, its turn lapses after the claim
+			// window: try then, unless told sooner.
+			if d := claimWindow + time.Millisecond; time.Until(due) > d {
+				due = time.Now().Add(d)
+				retry.Reset(d)
+			}
+			continue
 		case <-retry.C:
 		case <-ctx.Done():
 			return notObtained(ctx.Err(), false)
@@ -100,28 +138,27 @@ func (w *waiters) wait(ctx context.Context, h *hold, lc lockConfig, remaining ti
 			return attemptResult{}, ErrClosed
 		}
 		select {
-		case <-q.wake: // this attempt sees every release announced so far
+		case <-me.wake: // this attempt sees every release announced so far
 		default:
 		}
-		if w.heldHere(h.rk.channel) {
-			// A hold of this Client has the key (the waiter before us):
-			// its end wakes the queue, no need to ask Redis.
-			retry.Reset(retryAfter(time.Duration(q.remaining.Load())))
+		if w.c.claim == 0 && !w.isFirst(q, me) {
+			due = time.Now().Add(retryAfter(remaining))
+			retry.Reset(retryAfter(remaining))
 			continue
 		}
-		res, err := h.attempt(ctx)
+		res, err := h.attempt(ctx, true)
 		if err != nil || res.ok {
 			return res, err
 		}
-		q.remaining.Store(int64(res.remaining))
-		retry.Reset(retryAfter(res.remaining))
+		remaining = res.remaining
+		due = time.Now().Add(retryAfter(remaining))
+		retry.Reset(retryAfter(remaining))
 	}
 }
 
-// retryAfter is when to try again without a release message: just after
-// the holder's lease ends. When the lease is unknown (a key without TTL,
-// not written by lockkit, or a waiter that queued without trying) it is a
-// second.
+// retryAfter is when to try again without a message: just after the time
+// the last attempt was told. When that is unknown (a key without TTL, not
+// written by lockkit) it is a second.
 func retryAfter(remaining time.Duration) time.Duration {
 	if remaining <= 0 {
 		return time.Second
@@ -129,69 +166,73 @@ func retryAfter(remaining time.Duration) time.Duration {
 	return remaining + time.Millisecond
 }
 
-// held counts a hold of this Client on channel's key starting (+1) or
-// ending (-1). While one lives, this process's waiters of the key do not
-// ask Redis: the hold's end wakes them (see released).
-func (w *waiters) held(channel string, delta int) {
+// released tells this process's waiters of channel that the key was
+// released, as the message would: next is the waiter given the turn, or ""
+// when there is no queue in Redis.
+func (w *waiters) released(channel, next string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.holds[channel] += delta; w.holds[channel] <= 0 {
-		delete(w.holds, channel)
-	}
-}
-
-// released wakes this process's waiters of channel at once, as the
-// release message would.
-func (w *waiters) released(channel string) {
-	w.mu.Lock()
 	q := w.queues[channel]
-	w.mu.Unlock()
-	q.notify()
-}
-
-// heldHere reports whether a hold of this Client has channel's key.
-func (w *waiters) heldHere(channel string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.holds[channel] > 0
-}
-
-// notify wakes the queue's head; q may be nil.
-func (q *queue) notify() {
 	if q == nil {
 		return
 	}
+	if next != "" {
+		q.turn(next)
+		return
+	}
+	if len(q.list) > 0 {
+		signal(q.list[0].wake)
+	}
+}
+
+// turn wakes the waiter whose turn it is, if it is this process's; when it
+// is another Client's, the first waiter here learns it should check on it
+// after the claim window. Called with waiters.mu held.
+func (q *queue) turn(next string) {
+	for _, wt := range q.list {
+		if wt.owner == next {
+			signal(wt.wake)
+			return
+		}
+	}
+	if len(q.list) > 0 {
+		signal(q.list[0].soon)
+	}
+}
+
+// isFirst reports whether me is this process's first waiter of q's key.
+func (w *waiters) isFirst(q *queue, me *waiter) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return q.list[0] == me
+}
+
+func signal(ch chan struct{}) {
 	select {
-	case q.wake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
 
-// waiting reports whether this process has waiters for channel.
-func (w *waiters) waiting(channel string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.queues[channel] != nil
-}
-
-// join adds a waiter for channel, subscribing when it is the first.
-func (w *waiters) join(channel string) *queue {
+// join adds a waiter for h, subscribing to its key's channel when it is
+// the first.
+func (w *waiters) join(h *hold) (*queue, *waiter) {
+	me := &waiter{owner: h.owner, wake: make(chan struct{}, 1), soon: make(chan struct{}, 1)}
+	channel := h.rk.channel
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if q := w.queues[channel]; q != nil {
-		q.refs++
-		return q
+		if q.idle != nil {
+			q.idle.Stop()
+			q.idle = nil
+		}
+		q.list = append(q.list, me)
+		return q, me
 	}
-	q := &queue{
-		channel: channel,
-		refs:    1,
-		gate:    make(chan struct{}, 1),
-		ready:   make(chan struct{}),
-		wake:    make(chan struct{}, 1),
-	}
+	q := &queue{channel: channel, list: []*waiter{me}, ready: make(chan struct{})}
 	w.queues[channel] = q
 	if w.closed {
-		return q
+		return q, me
 	}
 	ctx := w.c.life
 	for i, nd := range w.c.nodes {
@@ -210,20 +251,36 @@ func (w *waiters) join(channel string) *queue {
 		// end.
 		_ = w.shared[i].Subscribe(ctx, channel)
 	}
-	return q
+	return q, me
 }
 
-// leave removes a waiter, unsubscribing when it was the last.
-func (w *waiters) leave(q *queue) {
+// leave removes a waiter. When it was the last, the subscription is
+// dropped after linger unless another waiter comes.
+func (w *waiters) leave(q *queue, me *waiter) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if q.refs--; q.refs > 0 {
+	wasFirst := q.list[0] == me
+	q.list = slices.DeleteFunc(q.list, func(x *waiter) bool { return x == me })
+	switch {
+	case len(q.list) > 0:
+		if wasFirst && w.c.claim == 0 {
+			signal(q.list[0].wake) // the next one tries in its place
+		}
+	case w.closed:
+		delete(w.queues, q.channel)
+	default:
+		q.idle = time.AfterFunc(linger, func() { w.drop(q) })
+	}
+}
+
+// drop unsubscribes from q's channel unless a waiter came meanwhile.
+func (w *waiters) drop(q *queue) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || len(q.list) > 0 || w.queues[q.channel] != q {
 		return
 	}
 	delete(w.queues, q.channel)
-	if w.closed {
-		return
-	}
 	for _, ps := range q.sharded {
 		_ = ps.Close()
 	}
@@ -248,36 +305,36 @@ func (w *waiters) listen(ps *redis.PubSub) {
 	})
 }
 
+// dispatch handles a message: "<from> <next>" gives next the turn; a
+// plain "<from>" (quorum mode) announces a release to the first waiter,
+// unless it is this Client's own, whose waiters were woken already.
+// A confirmed subscription, also after a reconnection when messages may
+// have been missed, wakes every waiter.
 func (w *waiters) dispatch(msg any) {
-	var channel string
-	subscribed := false
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	switch m := msg.(type) {
 	case *redis.Message:
-		if strings.HasPrefix(m.Payload, w.c.id+":") {
-			return // our own release: the queue was woken when it returned
-		}
-		channel = m.Channel
-	case *redis.Subscription:
-		if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
+		q := w.queues[m.Channel]
+		if q == nil {
 			return
 		}
-		channel, subscribed = m.Channel, true
-	default:
-		return
-	}
-	w.mu.Lock()
-	q := w.queues[channel]
-	w.mu.Unlock()
-	if q == nil {
-		return
-	}
-	if subscribed {
-		// Also after a reconnection: releases may have been missed.
+		from, next, named := strings.Cut(m.Payload, " ")
+		switch {
+		case named:
+			q.turn(next)
+		case !strings.HasPrefix(from, w.c.id+":") && len(q.list) > 0:
+			signal(q.list[0].wake)
+		}
+	case *redis.Subscription:
+		q := w.queues[m.Channel]
+		if q == nil || (m.Kind != "subscribe" && m.Kind != "ssubscribe") {
+			return
+		}
 		q.readyOnce.Do(func() { close(q.ready) })
-	}
-	select {
-	case q.wake <- struct{}{}:
-	default:
+		for _, wt := range q.list {
+			signal(wt.wake)
+		}
 	}
 }
 
@@ -285,6 +342,11 @@ func (w *waiters) dispatch(msg any) {
 func (w *waiters) close() {
 	w.mu.Lock()
 	w.closed = true
+	for _, q := range w.queues {
+		if q.idle != nil {
+			q.idle.Stop()
+		}
+	}
 	var all []*redis.PubSub
 	for _, ps := range w.shared {
 		if ps != nil {

@@ -125,7 +125,9 @@ func requireNoSubscriptions(t *testing.T, rdb *redis.Client, keys []string) {
 	t.Helper()
 	ctx := context.Background()
 	var chans []string
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
+	// A Client keeps a key's subscription for a second after its last
+	// waiter left.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var err error
 		if chans, err = rdb.PubSubChannels(ctx, "*").Result(); err != nil {
 			t.Fatal(err)
