@@ -146,9 +146,11 @@ func (c *Client) closed() bool { return c.life.Err() != nil }
 // context contends, even one that holds other keys or shares a parent with
 // the holder.
 //
-// While waiting, Lock does not poll: it wakes when the holder's release is
-// announced over pub/sub or when the holder's lease would end, whichever
-// comes first.
+// While waiting, Lock does not poll: it wakes when its turn is announced
+// over pub/sub or when the holder's lease would end, whichever comes
+// first. Waiters get the key in arrival order across all Clients (see
+// "Waiting" in the package documentation); one that stops waiting leaves
+// the queue with one more Redis call, bounded by 1 s.
 //
 // On success the returned context derives from ctx, carries the ownership
 // and is cancelled with cause [ErrLost] if the lease is lost, [ErrClosed]
@@ -165,8 +167,9 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (cont
 }
 
 // TryLock makes one attempt: it returns [ErrNotObtained] (as a
-// [*NotObtainedError] carrying the holder's remaining lease) at once if
-// another owner holds key. Otherwise it behaves as [Client.Lock],
+// [*NotObtainedError] carrying the holder's remaining lease, or the time
+// left of a queued waiter's turn) at once if another owner holds key or
+// waiters are queued for it. It never joins the wait queue. Otherwise it behaves as [Client.Lock],
 // re-entry included; [WithMaxWait] is ignored.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (context.Context, UnlockFunc, error) {
 	return c.acquire(ctx, key, true, opts)

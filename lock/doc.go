@@ -36,9 +36,14 @@
 //
 // # Waiting
 //
-// Waiters do not poll: they sleep until the holder's release is announced
-// over Redis pub/sub (sharded pub/sub on Redis Cluster) or its lease would
-// end, whichever comes first.
+// Waiters do not poll: they sleep until their turn is announced over Redis
+// pub/sub (sharded pub/sub on Redis Cluster) or the holder's lease would
+// end, whichever comes first. Waiters queue in Redis, across all Clients
+// and processes, and get a released lock first come, first served: a
+// release wakes only the next waiter, which has the lock kept for it for a
+// claim window of 1 s. A waiter that gives up leaves the queue; one whose
+// process died loses its turn when the window ends. Quorum mode
+// ([NewQuorum]) has no such queue.
 //
 // # Fencing tokens
 //
@@ -53,7 +58,9 @@
 // For key K and prefix P (default "lockkit") the Client uses the hash
 // P:{K} (owner → hold count, with the lease as TTL), the hash P:{K}:fence
 // (the last fencing token and the last releasing owner, kept without
-// expiry) and the channel P:{K}:released, where braces and '%' in K are
-// escaped and keys over 128 bytes are replaced by their SHA-256 digest. All
-// three share one hash tag, so locks work unchanged on Redis Cluster.
+// expiry), while someone waits the list P:{K}:queue and the hash
+// P:{K}:waits (the wait queue, expiring with its latest waiter), and the
+// channel P:{K}:released, where braces and '%' in K are escaped and keys
+// over 128 bytes are replaced by their SHA-256 digest. All share one hash
+// tag, so locks work unchanged on Redis Cluster.
 package lock

@@ -40,8 +40,10 @@ var (
 type NotObtainedError struct {
 	// Key is the key that was asked for.
 	Key string
-	// RemainingLease is the holder's remaining lease as Redis reported it at
-	// the last attempt, or 0 when it is not known.
+	// RemainingLease is how long the last attempt was told the key stays
+	// taken: the holder's remaining lease as Redis reported it, or, while a
+	// released key is kept for a queued waiter, the time left of its turn
+	// (at most 1 s). It is 0 when not known.
 	RemainingLease time.Duration
 
 	timedOut bool // Lock's wait limit passed

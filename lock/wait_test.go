@@ -154,3 +154,36 @@ func TestQueuedWaiterReportsRemainingLease(t *testing.T) {
 		t.Fatalf("queued waiter's error %v: want the holder's remaining lease", err)
 	}
 }
+
+func TestSubscriptionOutlivesTheLastWaiterBriefly(t *testing.T) {
+	_, rdb := newReal(t)
+	holder := locktest.NewClient(t, rdb)
+	waiter := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	_, unlock := locktest.MustLock(t, holder, ctx, "linger")
+	done, res := lockAsync(waiter, ctx, "linger")
+	waitSubscribed(t, rdb, "linger", 1)
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, done, 5*time.Second, "waiter")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	left := time.Now()
+	if err := res.unlock(); err != nil {
+		t.Fatal(err)
+	}
+	// Kept for a second after the last waiter left, so a key in steady
+	// demand is not subscribed to again for every wait...
+	ch := "lockkit:{linger}:released"
+	m, err := rdb.PubSubNumSub(ctx, ch).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if since := time.Since(left); m[ch] != 1 && since < 500*time.Millisecond {
+		t.Fatalf("subscription gone %v after the last waiter left, want it kept for 1 s", since)
+	}
+	// ...and then dropped.
+	waitSubscribed(t, rdb, "linger", 0)
+}
