@@ -156,11 +156,7 @@ func TestTurnOfVanishedWaiterPassesAfterClaimWindow(t *testing.T) {
 	if !errors.As(err, &ne) || ne.RemainingLease <= 0 || ne.RemainingLease > time.Second {
 		t.Fatalf("TryLock during another waiter's turn = %v, want ErrNotObtained with at most the 1 s claim window left", err)
 	}
-	within(t, done, 5*time.Second, "waiter behind a vanished one")
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	defer res.unlock()
+	acquired(t, done, res, "waiter behind a vanished one")
 	d := res.at.Sub(released)
 	t.Logf("waiter acquired %v after the release", d)
 	if d < 900*time.Millisecond {
@@ -197,11 +193,7 @@ func TestWaiterThatGivesUpPassesItsTurnAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := time.Now()
-	within(t, done, 5*time.Second, "remaining waiter")
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	defer res.unlock()
+	acquired(t, done, res, "remaining waiter")
 	// Far below the claim window: nothing waited for the quitter's turn.
 	if d := res.at.Sub(released); d > 500*time.Millisecond {
 		t.Fatalf("remaining waiter acquired %v after the release", d)

@@ -308,8 +308,8 @@ func (w *waiters) listen(ps *redis.PubSub) {
 // dispatch handles a message: "<from> <next>" gives next the turn; a
 // plain "<from>" (quorum mode) announces a release to the first waiter,
 // unless it is this Client's own, whose waiters were woken already.
-// A confirmed subscription, also after a reconnection when messages may
-// have been missed, wakes every waiter.
+// A confirmed subscription wakes every waiter: the first through ready,
+// later ones (reconnections, when messages may have been missed) here.
 func (w *waiters) dispatch(msg any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -331,9 +331,12 @@ func (w *waiters) dispatch(msg any) {
 		if q == nil || (m.Kind != "subscribe" && m.Kind != "ssubscribe") {
 			return
 		}
-		q.readyOnce.Do(func() { close(q.ready) })
-		for _, wt := range q.list {
-			signal(wt.wake)
+		first := false
+		q.readyOnce.Do(func() { close(q.ready); first = true })
+		if !first { // a reconnection: ready was seen long ago
+			for _, wt := range q.list {
+				signal(wt.wake)
+			}
 		}
 	}
 }

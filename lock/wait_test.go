@@ -49,6 +49,17 @@ func lockAsync(c *lock.Client, ctx context.Context, key string, opts ...lock.Loc
 	return done, res
 }
 
+// acquired waits for the Lock started by lockAsync to return, fails the
+// test unless it got the lock, and unlocks it when the test ends.
+func acquired(t *testing.T, done <-chan struct{}, res *lockResult, what string) {
+	t.Helper()
+	within(t, done, 5*time.Second, what)
+	if res.err != nil {
+		t.Fatalf("%s: %v", what, res.err)
+	}
+	t.Cleanup(func() { _ = res.unlock() })
+}
+
 func TestWakeUpOnRelease(t *testing.T) {
 	_, rdb := newReal(t)
 	holder := locktest.NewClient(t, rdb)
@@ -67,11 +78,7 @@ func TestWakeUpOnRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := time.Now()
-	within(t, done, 5*time.Second, "waiter")
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	defer res.unlock()
+	acquired(t, done, res, "waiter")
 	// Far below the 30 s lease: the release message woke the waiter.
 	if d := res.at.Sub(released); d > 500*time.Millisecond {
 		t.Fatalf("waiter acquired %v after the release", d)
@@ -166,10 +173,7 @@ func TestSubscriptionOutlivesTheLastWaiterBriefly(t *testing.T) {
 	if err := unlock(); err != nil {
 		t.Fatal(err)
 	}
-	within(t, done, 5*time.Second, "waiter")
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
+	acquired(t, done, res, "waiter")
 	left := time.Now()
 	if err := res.unlock(); err != nil {
 		t.Fatal(err)
