@@ -233,31 +233,52 @@ func (c *Client) obtain(cl *call, opts []LockOption, outer *level) (*level, erro
 	if c.closed() {
 		return nil, ErrClosed
 	}
-	if err := cl.ctx.Err(); err != nil {
-		return nil, errors.Join(&NotObtainedError{Key: key}, err)
-	}
 	lvl, err := c.take(cl, lc, outer)
-	if err != nil && cl.ctx.Err() != nil && !errors.Is(err, ErrNotObtained) {
+	if err != nil && cl.ctx.Err() != nil && !errors.Is(err, ErrNotObtained) && !isEnd(err) {
 		// The caller's context ended during a Redis call.
 		err = errors.Join(&NotObtainedError{Key: key}, cl.ctx.Err())
 	}
 	return lvl, err
 }
 
+// isEnd reports whether err is what ended a hold a re-entry found.
+func isEnd(err error) bool { return err == ErrLost || err == ErrClosed }
+
 func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 	if outer != nil {
-		return outer.h.enter(cl)
+		lvl, err := outer.h.enter(cl, outer)
+		if err != errReleased {
+			return lvl, err
+		}
+		cl.a.Reentrant = false // unlocked meanwhile: ctx no longer holds the key
+	}
+	if err := cl.ctx.Err(); err != nil {
+		return nil, errors.Join(&NotObtainedError{Key: cl.a.Key}, err)
 	}
 	h := c.newHold(cl.ctx, cl.a.Key, lc)
-	pre := c.wt.subscribed(h.rk.channel)
+	// A waiter joins this process's queue of the key before its first
+	// attempt where the key is subscribed to already, so no turn announced
+	// after that attempt can miss it.
+	var q *queue
+	var me *waiter
+	confirmed := false
+	if !cl.a.Try {
+		q, me, confirmed = c.wt.join(h, false)
+	}
 	res, err := h.attempt(cl.rctx, !cl.a.Try)
 	if !cl.a.Try && !res.ok {
 		if err == nil {
-			res, err = c.wt.wait(cl.rctx, h, lc, res.remaining, cl.start, pre)
+			if q == nil {
+				q, me, confirmed = c.wt.join(h, true)
+			}
+			res, err = c.wt.wait(cl.rctx, h, lc, q, me, confirmed, res.remaining, cl.start)
 		}
 		if !res.ok {
 			h.leave(cl.rctx) // also after an error: an attempt cut off may have queued
 		}
+	}
+	if q != nil {
+		c.wt.leave(q, me)
 	}
 	switch {
 	case err != nil:

@@ -12,8 +12,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// errDone ends a hold whose outermost level was unlocked.
-var errDone = errors.New("lock: released")
+var (
+	// errDone ends a hold whose last level was unlocked.
+	errDone = errors.New("lock: released")
+
+	// errReleased tells a re-entry that the level its context carried was
+	// unlocked meanwhile: the context no longer holds the key.
+	errReleased = errors.New("lock: level unlocked")
+
+	// errOuterUnlocked is the cause of the levels entered through a level
+	// that was unlocked before them.
+	errOuterUnlocked = fmt.Errorf("%w: a hold level it was entered through was unlocked first", ErrNotHeld)
+)
 
 // A hold is one owner's possession of one key: the outermost acquisition
 // and every re-entry into it. Its hold levels are the live acquisitions;
@@ -45,7 +55,7 @@ type level struct {
 	cancel    context.CancelCauseFunc
 	start     time.Time
 	reentrant bool
-	unlocked  bool // guarded by h.mu
+	unlocked  bool // guarded by h.mu; also set when an outer level was unlocked first
 }
 
 type levelKey struct{}
@@ -58,6 +68,9 @@ type attemptResult struct {
 }
 
 func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hold {
+	if lc.untilUnlock {
+		parent = context.WithoutCancel(parent) // renewed until unlock
+	}
 	return &hold{
 		c:      c,
 		key:    key,
@@ -147,16 +160,24 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 	return h.newLevelLocked(cl), nil
 }
 
-// enter re-enters the hold: one more hold count in Redis.
-func (h *hold) enter(cl *call) (*level, error) {
+// enter re-enters the hold through via, the level cl's context carries:
+// one more hold count in Redis. It returns the cause when the hold has
+// ended, and errReleased when via was unlocked meanwhile.
+func (h *hold) enter(cl *call, via *level) (*level, error) {
 	h.ops.Lock()
 	defer h.ops.Unlock()
 	h.mu.Lock()
 	h.checkValidityLocked()
-	end, n := h.end, len(h.levels)+1
+	end, unlocked, n := h.end, via.unlocked, len(h.levels)+1
 	h.mu.Unlock()
-	if end != nil {
+	switch {
+	case unlocked:
+		return nil, errReleased
+	case end != nil:
 		return nil, end
+	}
+	if err := cl.ctx.Err(); err != nil {
+		return nil, errors.Join(&NotObtainedError{Key: h.key}, err)
 	}
 	c := h.c
 	rs := fanOut(c, cl.rctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
@@ -211,7 +232,8 @@ func (h *hold) newLevelLocked(cl *call) *level {
 	return l
 }
 
-// unlock releases one level; it is the level's UnlockFunc.
+// unlock releases one level, and the levels entered through it; it is the
+// level's UnlockFunc.
 func (l *level) unlock() error {
 	h := l.h
 	h.ops.Lock()
@@ -221,8 +243,11 @@ func (l *level) unlock() error {
 		h.mu.Unlock()
 		return ErrNotHeld
 	}
-	l.unlocked = true
-	h.levels = slices.DeleteFunc(h.levels, func(x *level) bool { return x == l })
+	ended := h.innerLocked(l)
+	for _, x := range ended {
+		x.unlocked = true
+	}
+	h.levels = slices.DeleteFunc(h.levels, func(x *level) bool { return slices.Contains(ended, x) })
 	n := len(h.levels)
 	reported := h.end != nil // the loss or Close that ended the hold told the observer
 	h.checkValidityLocked()
@@ -244,18 +269,38 @@ func (l *level) unlock() error {
 	}
 	h.mu.Lock()
 	if err == ErrLost {
-		h.endLocked(ErrLost) // for the inner levels still held
+		h.endLocked(ErrLost) // for the levels still held
 	}
 	if !reported {
-		h.c.reportRelease(l, err)
+		for _, x := range ended {
+			h.c.reportRelease(x, err)
+		}
 	}
 	h.mu.Unlock()
+	for _, x := range ended[1:] {
+		x.cancel(errOuterUnlocked) // before l, from whose context theirs derive
+	}
 	if err == ErrLost {
 		l.cancel(ErrLost) // the lock was gone before this unlock
 	} else {
 		l.cancel(nil)
 	}
 	return err
+}
+
+// innerLocked returns l and, innermost last, the live levels entered
+// through it: those whose chain of carried levels leads to l.
+func (h *hold) innerLocked(l *level) []*level {
+	ended := []*level{l}
+	for _, x := range h.levels {
+		for p := x.prev; p != nil; p = p.prev {
+			if p == l {
+				ended = append(ended, x)
+				break
+			}
+		}
+	}
+	return ended
 }
 
 // release moves the owner's hold count in Redis to n, deleting the key and
@@ -365,23 +410,43 @@ func (c *Client) reportRelease(l *level, cause error) {
 	}
 }
 
-// findLevel returns the live level of key that ctx carries, taken by c, or
-// by any Client when c is nil.
+// findLevel returns the innermost level of key that ctx carries and that
+// was not unlocked, taken by c, or by any Client when c is nil. Its hold
+// may have ended by loss or Close.
 func findLevel(ctx context.Context, c *Client, key string) *level {
 	l, _ := ctx.Value(levelKey{}).(*level)
 	for ; l != nil; l = l.prev {
-		if l.h.key == key && (c == nil || l.h.c == c) && l.held.Err() == nil {
+		if l.h.key != key || (c != nil && l.h.c != c) {
+			continue
+		}
+		l.h.mu.Lock()
+		unlocked := l.unlocked
+		l.h.mu.Unlock()
+		if !unlocked {
 			return l
 		}
 	}
 	return nil
 }
 
+// live reports whether the hold has not ended and its validity has not
+// run out.
+func (h *hold) live() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checkValidityLocked()
+	return h.end == nil
+}
+
 // Held reports whether ctx holds key: it was returned by a successful
-// [Client.Lock] or [Client.TryLock] of key, or derives from one, and that
-// hold level was not unlocked and its lease is not known to be lost.
+// [Client.Lock] or [Client.TryLock] of key, or derives from one (also
+// through [context.WithoutCancel]), that hold level was not unlocked, and
+// its lease was not lost, ended by Close or let lapse. Held does not look
+// at ctx.Err(): a context of [WithHoldUntilUnlock] that was cancelled still
+// holds the key until unlock.
 func Held(ctx context.Context, key string) bool {
-	return findLevel(ctx, nil, key) != nil
+	l := findLevel(ctx, nil, key)
+	return l != nil && l.h.live()
 }
 
 // FencingToken returns the fencing token of the hold on key that ctx
@@ -391,7 +456,7 @@ func Held(ctx context.Context, key string) bool {
 // a stale holder. Re-entries share the outermost acquisition's token. A
 // Client made by [NewQuorum] has no tokens: ok is false.
 func FencingToken(ctx context.Context, key string) (uint64, bool) {
-	if l := findLevel(ctx, nil, key); l != nil && len(l.h.c.nodes) == 1 {
+	if l := findLevel(ctx, nil, key); l != nil && len(l.h.c.nodes) == 1 && l.h.live() {
 		return l.h.token, true
 	}
 	return 0, false

@@ -101,10 +101,11 @@ func (c *config) validate() error {
 type LockOption func(*lockConfig)
 
 type lockConfig struct {
-	lease   time.Duration
-	fixed   bool
-	maxWait time.Duration // 0: wait until ctx is done
-	waitSet bool
+	lease       time.Duration
+	fixed       bool
+	maxWait     time.Duration // 0: wait until ctx is done
+	waitSet     bool
+	untilUnlock bool
 }
 
 // WithLease sets the lease of this lock: Redis keeps the key at most this
@@ -128,6 +129,22 @@ func WithFixedLease(d time.Duration) LockOption {
 // be positive. [Client.TryLock] ignores it.
 func WithMaxWait(d time.Duration) LockOption {
 	return func(c *lockConfig) { c.maxWait, c.waitSet = d, true }
+}
+
+// WithHoldUntilUnlock keeps the lock held, and its lease renewed, until its
+// [UnlockFunc] is called, the lease is lost or the Client is closed, even
+// after the context passed to Lock is done. The returned context still
+// ends when that context does (with its cause), so the work hears of the
+// cancellation, and with cause [ErrLost] if the lease is lost; [Held] and
+// [FencingToken] report the hold until it ends.
+//
+// Use it for work that must finish under the lock whatever the caller
+// does: package ginlock holds a route's lock this way past a client
+// disconnect. Always defer the unlock: without one, the watchdog keeps the
+// key until Close. On re-entry it changes nothing (the outermost
+// acquisition decides).
+func WithHoldUntilUnlock() LockOption {
+	return func(c *lockConfig) { c.untilUnlock = true }
 }
 
 func checkLease(d time.Duration) error {

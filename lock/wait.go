@@ -62,45 +62,26 @@ func newWaiters(c *Client) *waiters {
 	return &waiters{c: c, queues: make(map[string]*queue), shared: make([]*redis.PubSub, len(c.nodes))}
 }
 
-// subscribed returns the queue of channel if its subscription is
-// confirmed, else nil. An attempt sent after that cannot have missed a
-// message; see wait.
-func (w *waiters) subscribed(channel string) *queue {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	q := w.queues[channel]
-	if q == nil {
-		return nil
-	}
-	select {
-	case <-q.ready:
-		return q
-	default:
-		return nil
-	}
-}
-
 // wait blocks until h's key is taken for h's owner, ctx is done, the wait
-// limit passes or the Client closes. remaining is how long the last attempt
-// said to wait (the holder's lease, or the turn of the waiter before); the
-// waiter tries again when it runs out even if no release is announced, so
-// a lost message delays it, never strands it. pre is what subscribed
-// returned before that attempt: when the waiter joins that same queue, the
-// attempt came after the subscription and need not be repeated.
+// limit passes or the Client closes. me is h's waiter in q, the key's
+// queue; confirmed tells whether the subscription was confirmed before
+// me joined q and made its last attempt, so that attempt saw every release
+// announced before and every later one reaches me. remaining is how long
+// that attempt said to wait (the holder's lease, or the turn of the waiter
+// before); the waiter tries again when it runs out even if no release is
+// announced, so a lost message delays it, never strands it.
 //
 // With one Redis, every waiter is in the key's wait queue in Redis and tries
 // when its turn is announced. In quorum mode, which has no such queue, only
 // this process's first waiter of the key tries, so a release does not send
 // every local waiter at Redis at once.
-func (w *waiters) wait(ctx context.Context, h *hold, lc lockConfig, remaining time.Duration, start time.Time, pre *queue) (attemptResult, error) {
+func (w *waiters) wait(ctx context.Context, h *hold, lc lockConfig, q *queue, me *waiter, confirmed bool, remaining time.Duration, start time.Time) (attemptResult, error) {
 	var limit <-chan time.Time
 	if lc.waitSet {
 		t := time.NewTimer(lc.maxWait - time.Since(start))
 		defer t.Stop()
 		limit = t.C
 	}
-	q, me := w.join(h)
-	defer w.leave(q, me)
 	notObtained := func(err error, timedOut bool) (attemptResult, error) {
 		e := &NotObtainedError{Key: h.key, RemainingLease: remaining, timedOut: timedOut}
 		if err == nil {
@@ -110,7 +91,7 @@ func (w *waiters) wait(ctx context.Context, h *hold, lc lockConfig, remaining ti
 	}
 
 	ready := q.ready
-	if q == pre {
+	if confirmed {
 		ready = nil
 	}
 	retry := time.NewTimer(retryAfter(remaining))
@@ -214,25 +195,38 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// join adds a waiter for h, subscribing to its key's channel when it is
-// the first.
-func (w *waiters) join(h *hold) (*queue, *waiter) {
-	me := &waiter{owner: h.owner, wake: make(chan struct{}, 1), soon: make(chan struct{}, 1)}
+// join adds a waiter for h to its key's queue in this process, and
+// reports whether the key's subscription was confirmed already. When the
+// key has no queue, join makes one and subscribes to its channel if
+// subscribe is set, and otherwise adds nothing and returns nil: a Lock
+// joins before its first attempt only where a subscription exists, so an
+// uncontended Lock sends no SUBSCRIBE.
+func (w *waiters) join(h *hold, subscribe bool) (*queue, *waiter, bool) {
 	channel := h.rk.channel
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if q := w.queues[channel]; q != nil {
+	q := w.queues[channel]
+	if q == nil && !subscribe {
+		return nil, nil, false
+	}
+	me := &waiter{owner: h.owner, wake: make(chan struct{}, 1), soon: make(chan struct{}, 1)}
+	if q != nil {
 		if q.idle != nil {
 			q.idle.Stop()
 			q.idle = nil
 		}
 		q.list = append(q.list, me)
-		return q, me
+		select {
+		case <-q.ready:
+			return q, me, true
+		default:
+			return q, me, false
+		}
 	}
-	q := &queue{channel: channel, list: []*waiter{me}, ready: make(chan struct{})}
+	q = &queue{channel: channel, list: []*waiter{me}, ready: make(chan struct{})}
 	w.queues[channel] = q
 	if w.closed {
-		return q, me
+		return q, me, false
 	}
 	ctx := w.c.life
 	for i, nd := range w.c.nodes {
@@ -251,7 +245,7 @@ func (w *waiters) join(h *hold) (*queue, *waiter) {
 		// end.
 		_ = w.shared[i].Subscribe(ctx, channel)
 	}
-	return q, me
+	return q, me, false
 }
 
 // leave removes a waiter. When it was the last, the subscription is
