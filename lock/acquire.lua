@@ -13,8 +13,9 @@
 -- waiters is taken only by the one whose turn it is.
 --
 -- Returns {count, token} on success, {0, ms until it is worth trying again}
--- when another owner holds the lock or has the turn, {-1, 0} when the
--- owner's hold is gone (lost).
+-- when another owner holds the lock, {-2, ms} when the lock is free but
+-- kept for the waiter whose turn it is, {-1, 0} when the owner's hold is
+-- gone (lost).
 local n = tonumber(ARGV[3])
 local claim = tonumber(ARGV[4])
 local waits = claim > 0 and ARGV[5] == '1'
@@ -53,7 +54,7 @@ if claim > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
     if waits then
       enqueue(ARGV[1], d + claim, now)
     end
-    return {0, d - now}
+    return {-2, d - now}
   end
 end
 local token = redis.call('HINCRBY', KEYS[2], 'token', 1)

@@ -169,8 +169,14 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (cont
 // TryLock makes one attempt: it returns [ErrNotObtained] (as a
 // [*NotObtainedError] carrying the holder's remaining lease, or the time
 // left of a queued waiter's turn) at once if another owner holds key or
-// waiters are queued for it. It never joins the wait queue. Otherwise it behaves as [Client.Lock],
-// re-entry included; [WithMaxWait] is ignored.
+// waiters are queued for it. It never joins the wait queue. Otherwise it
+// behaves as [Client.Lock], re-entry included; [WithMaxWait] is ignored.
+//
+// Because Lock callers are served first come, first served, a key in
+// steady Lock demand is never free for TryLock: each release hands the
+// key to the next queued waiter (the error's Reserved field is then set).
+// Where several callers of one key must all make progress, use Lock with
+// [WithMaxWait] rather than TryLock in a loop.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (context.Context, UnlockFunc, error) {
 	return c.acquire(ctx, key, true, opts)
 }
@@ -284,7 +290,7 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 	case err != nil:
 		return nil, err
 	case !res.ok:
-		return nil, &NotObtainedError{Key: cl.a.Key, RemainingLease: res.remaining}
+		return nil, &NotObtainedError{Key: cl.a.Key, RemainingLease: res.remaining, Reserved: res.reserved}
 	}
 	return h.start(cl, res)
 }

@@ -45,15 +45,23 @@ type NotObtainedError struct {
 	// released key is kept for a queued waiter, the time left of its turn
 	// (at most 1 s). It is 0 when not known.
 	RemainingLease time.Duration
+	// Reserved is set when the key was free but kept for the turn of a
+	// queued [Client.Lock] caller: waiters are served first come, first
+	// served, so TryLock does not get a key in steady Lock demand.
+	Reserved bool
 
 	timedOut bool // Lock's wait limit passed
 }
 
 func (e *NotObtainedError) Error() string {
-	if e.RemainingLease > 0 {
-		return fmt.Sprintf("lock: not obtained: %q is held (lease ends in %v)", e.Key, e.RemainingLease)
+	state, ends := "is held", "lease ends"
+	if e.Reserved {
+		state, ends = "is free but reserved for a queued waiter's turn", "turn ends"
 	}
-	return fmt.Sprintf("lock: not obtained: %q is held", e.Key)
+	if e.RemainingLease > 0 {
+		return fmt.Sprintf("lock: not obtained: %q %s (%s in %v)", e.Key, state, ends, e.RemainingLease)
+	}
+	return fmt.Sprintf("lock: not obtained: %q %s", e.Key, state)
 }
 
 // Is reports whether target is [ErrNotObtained].

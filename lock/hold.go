@@ -63,7 +63,8 @@ type levelKey struct{}
 type attemptResult struct {
 	ok        bool
 	token     uint64
-	remaining time.Duration // holder's lease when !ok
+	remaining time.Duration // holder's lease, or the turn's time left, when !ok
+	reserved  bool          // !ok because the key is free but kept for a queued waiter
 	sent      time.Time     // when the successful command was sent
 }
 
@@ -99,7 +100,8 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	var v votes
 	var token uint64
 	var heldFor []time.Duration
-	taken := false // some node may have given us the key
+	taken := false    // some node may have given us the key
+	reserved := false // the key was free but kept for a queued waiter
 	for _, r := range rs {
 		switch {
 		case r.err != nil:
@@ -110,6 +112,7 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 			token = uint64(r.val[1])
 			taken = true
 		default:
+			reserved = reserved || r.val[0] == -2
 			heldFor = append(heldFor, time.Duration(r.val[1])*time.Millisecond)
 		}
 	}
@@ -125,7 +128,7 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	if len(v.errs) > 0 && len(heldFor)+v.yes < c.quorum {
 		return attemptResult{}, fmt.Errorf("lock: acquire %q: %w", h.key, c.failure(v))
 	}
-	return attemptResult{remaining: c.retryDelay(heldFor, c.cfg.nodeTimeoutFor(h.lease))}, nil
+	return attemptResult{remaining: c.retryDelay(heldFor, c.cfg.nodeTimeoutFor(h.lease)), reserved: reserved}, nil
 }
 
 // mayHaveRun reports whether a command that failed with err may still have

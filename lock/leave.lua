@@ -1,6 +1,7 @@
 -- Takes waiter ARGV[1], which stopped waiting, out of the queue (keys: see
--- the queue part above). If the lock is free, the turn that may have been
--- the waiter's goes to the next one at once.
+-- the queue part above). If it was first and the lock is free, the turn
+-- was its own: it goes to the next waiter at once. Any other waiter's turn
+-- is left as it is, so waiters leaving never extend a turn.
 --
 -- ARGV[1]  owner
 -- ARGV[2]  claim window in milliseconds
@@ -10,8 +11,9 @@
 if redis.call('HDEL', KEYS[4], ARGV[1]) == 0 then
   return 0
 end
+local head = redis.call('LINDEX', KEYS[3], 0) == ARGV[1]
 redis.call('LREM', KEYS[3], 1, ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 0 then
+if head and redis.call('EXISTS', KEYS[1]) == 0 then
   give_turn(tonumber(ARGV[2]), ARGV[3], ARGV[1])
 end
 return 1

@@ -21,6 +21,10 @@ func TestMain(m *testing.M) {
 		holdForever(addr)
 		return
 	}
+	if addr := os.Getenv("LOCKKIT_CHILD_WAIT"); addr != "" {
+		waitForever(addr)
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -38,6 +42,31 @@ func holdForever(addr string) {
 		os.Exit(1)
 	}
 	fmt.Println("held")
+	select {}
+}
+
+// childWaiters is how many waiters the child process of
+// TestDeadProcessWaitersStallNoMoreThanTwoWindows queues.
+const childWaiters = 20
+
+// waitForever is the child process of
+// TestDeadProcessWaitersStallNoMoreThanTwoWindows: it queues childWaiters
+// Lock calls for the key "deadq", says so on stdout once Redis has them
+// all, and waits until it is killed.
+func waitForever(addr string) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	c, err := lock.New(rdb)
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	for i := 0; i < childWaiters; i++ {
+		go func() { _, _, _ = c.Lock(context.Background(), "deadq") }()
+	}
+	for rdb.LLen(context.Background(), "lockkit:{deadq}:queue").Val() < childWaiters {
+		time.Sleep(5 * time.Millisecond)
+	}
+	fmt.Println("queued")
 	select {}
 }
 

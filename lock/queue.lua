@@ -14,15 +14,34 @@
 -- the lock becomes free the first live waiter gets its turn: the lock is
 -- kept for it for the claim window and the turn is announced on the
 -- channel as "<from> <owner>". A waiter that misses its turn is dropped,
--- and the next one gets the turn.
+-- with every other waiter of its Client, and the next one gets the turn.
 
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- first drops the waiters at the front whose deadline passed and returns
--- the first live one (or nil), its deadline, and whether any was dropped.
+-- client_of is the Client part of owner o ("<client id>:<seq>").
+local function client_of(o)
+  return string.match(o, '^(.*):') or o
+end
+
+-- drop_client takes every queued waiter of client c out of the queue: one
+-- of them missed its turn, so its process is most likely dead, and its
+-- other waiters would each hold up the queue for a claim window. A live
+-- waiter dropped by mistake queues again at its next attempt.
+local function drop_client(c)
+  for _, o in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+    if client_of(o) == c then
+      redis.call('LREM', KEYS[3], 1, o)
+      redis.call('HDEL', KEYS[4], o)
+    end
+  end
+end
+
+-- first drops the waiters at the front whose deadline passed, with every
+-- other waiter of their Clients, and returns the first live one (or nil),
+-- its deadline, and whether any was dropped.
 local function first(now)
   local dropped = false
   while true do
@@ -34,8 +53,7 @@ local function first(now)
     if d > now then
       return o, d, dropped
     end
-    redis.call('LPOP', KEYS[3])
-    redis.call('HDEL', KEYS[4], o)
+    drop_client(client_of(o))
     dropped = true
   end
 end
