@@ -44,29 +44,48 @@ type Client struct {
 	life      context.Context // cancelled by Close
 	stop      context.CancelFunc
 	closeOnce sync.Once
-	tasks     tasks // the Client's goroutines
+	closed    chan struct{} // closed when Close returns
+	tasks     tasks         // the Client's goroutines
 	wd        *watchdog
 	wt        *waiters
+	jan       *janitor
 }
 
 var _ Locker = (*Client)(nil)
 
-// New returns a Client that takes locks on rdb: a [*redis.Client], a
-// [*redis.ClusterClient] (sharded pub/sub is used for wake-ups) or any
-// other [redis.UniversalClient] whose commands reach one Redis deployment.
-// The Client does not own rdb: Close leaves it open.
+// New returns a Client that takes locks on rdb: a [*redis.Client] (also
+// one from [redis.NewFailoverClient], for Sentinel), a [*redis.ClusterClient]
+// (sharded pub/sub is used for wake-ups) or any other
+// [redis.UniversalClient] whose commands reach one Redis deployment. A
+// [*redis.Ring] is refused: it spreads keys over servers by a hash of the
+// ring's current members, so a member joining or leaving moves a held lock
+// to a server where another owner can take it. The Client does not own
+// rdb: Close leaves it open.
 //
 // Defaults: lease [DefaultLease] (30 s) renewed by the watchdog every 10 s,
 // key prefix [DefaultPrefix], drift allowance 1% of the lease + 2 ms, no
 // observer. New makes no Redis call; it returns an error wrapping
-// [ErrInvalid] for a nil rdb or a bad option.
+// [ErrInvalid] for a nil rdb, a Ring or a bad option.
 //
-// New starts one goroutine, the watchdog, which ends at Close.
+// New starts the watchdog, the janitor (which cleans up after calls cut
+// short) and a subscriber of pub/sub channels: three goroutines, which end
+// at Close.
 func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
-	if isNil(rdb) {
-		return nil, invalidf("nil Redis client")
+	if err := checkRedis(rdb); err != nil {
+		return nil, err
 	}
 	return newClient([]redis.UniversalClient{rdb}, opts)
+}
+
+// checkRedis refuses a Redis client a lock cannot live on.
+func checkRedis(rdb redis.UniversalClient) error {
+	if isNil(rdb) {
+		return invalidf("nil Redis client")
+	}
+	if _, ok := rdb.(*redis.Ring); ok {
+		return invalidf("a redis.Ring cannot hold locks: a change of its members moves keys between servers (use a Redis Cluster, or NewQuorum over independent servers)")
+	}
+	return nil
 }
 
 func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
@@ -93,9 +112,15 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 		c.claim = claimWindow.Milliseconds()
 	}
 	c.life, c.stop = context.WithCancel(context.Background())
+	c.closed = make(chan struct{})
 	c.wd = newWatchdog(c)
 	c.wt = newWaiters(c)
+	c.jan = newJanitor(c)
 	c.tasks.run(c.wd.run)
+	c.tasks.run(c.jan.run)
+	for _, s := range c.wt.subs {
+		c.tasks.run(s.run)
+	}
 	return c, nil
 }
 
@@ -113,27 +138,50 @@ func isNil(rdb redis.UniversalClient) bool {
 	return false
 }
 
-// Close cancels the contexts of all locks still held with cause
-// [ErrClosed], stops renewing their leases (they lapse within one lease
-// unless unlocked), wakes every waiting Lock with ErrClosed and waits for
-// the Client's goroutines to end. Unlock functions keep working after
-// Close. Later calls of Lock, TryLock and Close return ErrClosed.
+// Close ends every lock still held: its context is cancelled with cause
+// [ErrClosed], its lease is no longer renewed, and Close releases its key
+// in Redis, best effort (a key Redis did not confirm releasing lapses within
+// its lease). It wakes every waiting Lock with ErrClosed and stops the
+// Client's goroutines.
+//
+// Close returns within 1 s whatever Redis does: a Redis call still under
+// way then ends in the background when the Redis client gives up (its read
+// timeout; close rdb to end it at once). An [UnlockFunc] of a lock Close
+// ended returns ErrClosed and makes no Redis call. Later calls of Lock,
+// TryLock and Close return ErrClosed; a Close called while another runs
+// waits for it.
 func (c *Client) Close() error {
 	first := false
-	c.closeOnce.Do(func() {
-		c.stop()
-		first = true
-	})
+	c.closeOnce.Do(func() { first = true })
 	if !first {
+		<-c.closed
 		return ErrClosed
 	}
-	c.wd.closeAll()
+	defer close(c.closed)
+	deadline := time.Now().Add(closeTimeout)
+	c.stop()
+	holds := c.wd.closeAll()
+	c.releaseAll(holds, deadline.Add(-closeTimeout/2))
 	c.wt.close()
-	c.tasks.close()
+	c.tasks.close(time.Until(deadline))
 	return nil
 }
 
-func (c *Client) closed() bool { return c.life.Err() != nil }
+// releaseAll releases the keys of holds in Redis, one pipeline per node,
+// waiting for the answers until deadline.
+func (c *Client) releaseAll(holds []*hold, deadline time.Time) {
+	if len(holds) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	fanOut(c, ctx, 0, func(ctx context.Context, nd *node) (struct{}, error) {
+		nd.releaseAll(ctx, holds)
+		return struct{}{}, nil
+	})
+}
+
+func (c *Client) isClosed() bool { return c.life.Err() != nil }
 
 // Lock blocks until key is held, ctx is done, or the wait limit set with
 // [WithMaxWait] passes.
@@ -236,19 +284,44 @@ func (c *Client) obtain(cl *call, opts []LockOption, outer *level) (*level, erro
 	if err := lc.validate(c.cfg.driftFor(lc.lease)); err != nil {
 		return nil, err
 	}
-	if c.closed() {
+	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	lvl, err := c.take(cl, lc, outer)
-	if err != nil && cl.ctx.Err() != nil && !errors.Is(err, ErrNotObtained) && !isEnd(err) {
-		// The caller's context ended during a Redis call.
-		err = errors.Join(&NotObtainedError{Key: key}, cl.ctx.Err())
-	}
-	return lvl, err
+	return c.take(cl, lc, outer)
 }
 
-// isEnd reports whether err is what ended a hold a re-entry found.
-func isEnd(err error) bool { return err == ErrLost || err == ErrClosed }
+// errWaitLimit is the cause of a call context whose wait limit passed.
+var errWaitLimit = errors.New("lock: wait limit passed")
+
+// callContext returns the context of a Lock or TryLock call's Redis calls
+// and wait: derived from the observer's context, it ends when the caller's
+// does, when the wait limit set with [WithMaxWait] passes (cause
+// errWaitLimit) and at Close (cause ErrClosed).
+func (c *Client) callContext(cl *call, lc lockConfig) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(cl.rctx)
+	stop := context.AfterFunc(c.life, func() { cancel(ErrClosed) })
+	if lc.waitSet && !cl.a.Try {
+		var cancelLimit context.CancelFunc
+		ctx, cancelLimit = context.WithDeadlineCause(ctx, cl.start.Add(lc.maxWait), errWaitLimit)
+		return ctx, func() { cancelLimit(); stop(); cancel(nil) }
+	}
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// ended is the error of a call whose context ended: what ended it, as a
+// [NotObtainedError] joined with the caller's ctx.Err(), or ErrClosed.
+// remaining is what the last attempt said of the holder's lease.
+func ended(ctx context.Context, key string, remaining time.Duration) error {
+	e := &NotObtainedError{Key: key, RemainingLease: remaining}
+	switch cause := context.Cause(ctx); cause {
+	case ErrClosed:
+		return ErrClosed
+	case errWaitLimit:
+		e.timedOut = true
+		return e
+	}
+	return errors.Join(e, ctx.Err())
+}
 
 func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 	if outer != nil {
@@ -261,6 +334,8 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 	if err := cl.ctx.Err(); err != nil {
 		return nil, errors.Join(&NotObtainedError{Key: cl.a.Key}, err)
 	}
+	ctx, cancel := c.callContext(cl, lc)
+	defer cancel()
 	h := c.newHold(cl.ctx, cl.a.Key, lc)
 	// A waiter joins this process's queue of the key before its first
 	// attempt where the key is subscribed to already, so no turn announced
@@ -271,22 +346,24 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 	if !cl.a.Try {
 		q, me, confirmed = c.wt.join(h, false)
 	}
-	res, err := h.attempt(cl.rctx, !cl.a.Try)
-	if !cl.a.Try && !res.ok {
-		if err == nil {
-			if q == nil {
-				q, me, confirmed = c.wt.join(h, true)
-			}
-			res, err = c.wt.wait(cl.rctx, h, lc, q, me, confirmed, res.remaining, cl.start)
+	res, err := h.attempt(ctx, !cl.a.Try)
+	if !cl.a.Try && !res.ok && err == nil {
+		if q == nil {
+			q, me, confirmed = c.wt.join(h, true)
 		}
-		if !res.ok {
-			h.leave(cl.rctx) // also after an error: an attempt cut off may have queued
-		}
+		res, err = c.wt.wait(ctx, h, q, me, confirmed, res.remaining)
+	}
+	if !res.ok && (!cl.a.Try || h.mayHold) {
+		// The owner is given up for good: out of the queue, passing on its
+		// turn, and released where an attempt may have taken the key.
+		c.jan.abandon(h, h.mayHold, leaveWait)
 	}
 	if q != nil {
 		c.wt.leave(q, me)
 	}
 	switch {
+	case err != nil && ctx.Err() != nil && !errors.Is(err, ErrNotObtained) && err != ErrClosed:
+		return nil, ended(ctx, cl.a.Key, 0) // a Redis call was cut off
 	case err != nil:
 		return nil, err
 	case !res.ok:

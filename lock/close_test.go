@@ -50,11 +50,15 @@ func TestClose(t *testing.T) {
 	if err := c.Close(); !errors.Is(err, lock.ErrClosed) {
 		t.Fatalf("second Close = %v", err)
 	}
-	// Unlock still releases, so others need not wait for the lease.
-	if err := unlock(); err != nil {
-		t.Fatalf("unlock after Close: %v", err)
-	}
+	// Close released the key, so others need not wait for the lease; the
+	// unlock function reports that Close ended the hold.
 	if mr.Exists("lockkit:{k}") {
-		t.Fatal("key kept by unlock after Close")
+		t.Fatal("key kept after Close")
+	}
+	if err := unlock(); !errors.Is(err, lock.ErrClosed) {
+		t.Fatalf("unlock after Close = %v, want ErrClosed", err)
+	}
+	if err := unlock(); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("second unlock after Close = %v, want ErrNotHeld", err)
 	}
 }

@@ -26,7 +26,8 @@ var (
 	ErrLost = errors.New("lock: lease lost")
 
 	// ErrClosed is returned by a [Client] after [Client.Close], and is the
-	// cause of the contexts of locks still held when Close was called.
+	// cause of the contexts of locks still held when Close was called. The
+	// [UnlockFunc] of such a lock returns it too: Close released the key.
 	ErrClosed = errors.New("lock: client closed")
 
 	// ErrInvalid is wrapped by every error about a bad argument: an empty or
@@ -58,10 +59,13 @@ func (e *NotObtainedError) Error() string {
 	if e.Reserved {
 		state, ends = "is free but reserved for a queued waiter's turn", "turn ends"
 	}
-	if e.RemainingLease > 0 {
+	switch {
+	case e.RemainingLease > 0:
 		return fmt.Sprintf("lock: not obtained: %q %s (%s in %v)", e.Key, state, ends, e.RemainingLease)
+	case e.timedOut:
+		return fmt.Sprintf("lock: not obtained: %q: wait limit passed", e.Key)
 	}
-	return fmt.Sprintf("lock: not obtained: %q %s", e.Key, state)
+	return fmt.Sprintf("lock: not obtained: %q", e.Key) // no answer from Redis yet
 }
 
 // Is reports whether target is [ErrNotObtained].

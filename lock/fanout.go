@@ -18,14 +18,15 @@ type nodeResult[T any] struct {
 }
 
 // fanOut runs call on every node of c and returns the answers in node
-// order. With a timeout of 0 (one node) the call runs inline with ctx.
-// Otherwise the calls run in parallel, each bounded by timeout, and fanOut
-// returns when all answered or timeout passed, counting the silent ones as
-// failed with errNodeTimeout: their calls finish in the background, so a
-// node that hangs cannot hold the caller past the timeout whatever the
-// Redis client does with deadlines.
+// order, or when ctx is done: a node that has not answered by then counts
+// as failed with ctx's error. With a timeout (quorum mode) each node's call
+// is also bounded by it, and a node silent for longer counts as failed with
+// errNodeTimeout. Calls still under way go on in the background until the
+// Redis client gives up, so no caller waits past its deadline whatever the
+// Redis client does with deadlines; a context that can never be done (one
+// node, no timeout) runs the call inline.
 func fanOut[T any](c *Client, ctx context.Context, timeout time.Duration, call func(context.Context, *node) (T, error)) []nodeResult[T] {
-	if timeout == 0 {
+	if timeout == 0 && ctx.Done() == nil {
 		v, err := call(ctx, c.nodes[0])
 		return []nodeResult[T]{{v, err}}
 	}
@@ -34,25 +35,43 @@ func fanOut[T any](c *Client, ctx context.Context, timeout time.Duration, call f
 		r nodeResult[T]
 	}
 	ch := make(chan indexed, len(c.nodes))
+	results := make([]nodeResult[T], len(c.nodes))
+	pending := 0
 	for i, nd := range c.nodes {
-		c.tasks.run(func() {
-			cctx, cancel := context.WithTimeout(ctx, timeout)
+		started := c.tasks.run(func() {
+			cctx, cancel := ctx, context.CancelFunc(func() {})
+			if timeout > 0 {
+				cctx, cancel = context.WithTimeout(ctx, timeout)
+			}
 			defer cancel()
 			v, err := call(cctx, nd)
 			ch <- indexed{i, nodeResult[T]{v, err}}
 		})
+		if started {
+			results[i].err = errNodeTimeout
+			pending++
+		} else {
+			results[i].err = ErrClosed
+		}
 	}
-	results := make([]nodeResult[T], len(c.nodes))
-	for i := range results {
-		results[i].err = errNodeTimeout
+	var expired <-chan time.Time
+	if timeout > 0 {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		expired = timer.C
 	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for range c.nodes {
+	for ; pending > 0; pending-- {
 		select {
 		case x := <-ch:
 			results[x.i] = x.r
-		case <-timer.C:
+		case <-expired:
+			return results
+		case <-ctx.Done():
+			for i := range results {
+				if results[i].err == errNodeTimeout {
+					results[i].err = ctx.Err()
+				}
+			}
 			return results
 		}
 	}
@@ -66,26 +85,40 @@ type tasks struct {
 	wg     sync.WaitGroup
 }
 
-// run starts f in a goroutine, or runs it inline once the Client is closed.
-func (t *tasks) run(f func()) {
+// run starts f in a goroutine and reports true, or reports false once the
+// Client is closed.
+func (t *tasks) run(f func()) bool {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.closed {
-		t.mu.Unlock()
-		f()
-		return
+		return false
 	}
 	t.wg.Add(1)
-	t.mu.Unlock()
 	go func() {
 		defer t.wg.Done()
 		f()
 	}()
+	return true
 }
 
-// close waits for every goroutine started by run.
-func (t *tasks) close() {
+// close stops new goroutines and waits up to limit for those running; it
+// reports whether they all ended. One still waiting for a Redis that does
+// not answer ends when the Redis client gives up.
+func (t *tasks) close(limit time.Duration) bool {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
-	t.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		t.wg.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return true
+	case <-timer.C:
+		return false
+	}
 }

@@ -38,6 +38,12 @@ type hold struct {
 	parent context.Context // the outermost caller's; renewal stops when it is done
 	token  uint64
 
+	// mayHold tells that an attempt that did not succeed may have taken
+	// the key on some node (a minority, too late, or cut off): if the call
+	// gives up, the janitor must release the owner. Only the acquiring
+	// goroutine uses it.
+	mayHold bool
+
 	ops        sync.Mutex // serialises the hold count's changes in Redis
 	mu         sync.Mutex // guards what follows; never held over a Redis call
 	levels     []*level   // live levels, outermost first
@@ -123,7 +129,10 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 		return attemptResult{ok: true, token: token, sent: sent}, nil
 	}
 	if taken {
-		_ = h.release(ctx, 0) // a minority, or too late
+		h.mayHold = true
+		if ctx.Err() == nil {
+			_ = h.release(ctx, 0) // a minority or too late: let others in now
+		}
 	}
 	if len(v.errs) > 0 && len(heldFor)+v.yes < c.quorum {
 		return attemptResult{}, fmt.Errorf("lock: acquire %q: %w", h.key, c.failure(v))
@@ -157,8 +166,7 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 	if !h.c.wd.add(h, res.sent) {
 		h.timer.Stop()
 		h.end = ErrClosed
-		_ = h.release(cl.rctx, 0)
-		return nil, ErrClosed
+		return nil, ErrClosed // the lease lapses
 	}
 	return h.newLevelLocked(cl), nil
 }
@@ -262,13 +270,15 @@ func (l *level) unlock() error {
 
 	var err error
 	switch end {
-	case nil, ErrClosed:
-		err = h.release(l.ctx, n)
+	case nil:
+		err = h.unlockRelease(l.ctx, n)
 	case ErrLost:
 		if n == 0 {
-			_ = h.release(l.ctx, 0) // lets others in sooner if the key is still ours
+			_ = h.unlockRelease(l.ctx, 0) // lets others in sooner if the key is still ours
 		}
 		err = ErrLost
+	case ErrClosed:
+		err = ErrClosed // Close released the key, or its lease lapses
 	}
 	h.mu.Lock()
 	if err == ErrLost {
@@ -307,14 +317,28 @@ func (h *hold) innerLocked(l *level) []*level {
 }
 
 // release moves the owner's hold count in Redis to n, deleting the key and
-// announcing the release at 0. It runs without ctx's cancellation, bounded
-// by releaseTimeout, and returns ErrLost when the owner no longer held the
-// key.
+// announcing the release at 0, and returns ErrLost when the owner no longer
+// held the key. It waits for Redis until ctx is done.
 func (h *hold) release(ctx context.Context, n int) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
 	c := h.c
-	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) (released, error) {
+	v, next := h.releaseVotes(ctx, n)
+	switch {
+	case c.won(v):
+		if n == 0 {
+			// This process's waiters need not wait for the message.
+			c.wt.released(h.rk.channel, next)
+		}
+		return nil
+	case c.lost(v):
+		return ErrLost
+	}
+	return fmt.Errorf("lock: release %q: %w", h.key, c.failure(v))
+}
+
+// releaseVotes runs release.lua on every node and tallies the answers; next
+// is the waiter the first node gave the turn to, if any.
+func (h *hold) releaseVotes(ctx context.Context, n int) (votes, string) {
+	rs := fanOut(h.c, ctx, h.c.callTimeout(h.lease), func(ctx context.Context, nd *node) (released, error) {
 		return nd.release(ctx, h, n)
 	})
 	var v votes
@@ -328,30 +352,35 @@ func (h *hold) release(ctx context.Context, n int) error {
 			v.no++
 		}
 	}
-	switch {
-	case c.won(v):
-		if n == 0 {
-			// This process's waiters need not wait for the message.
-			c.wt.released(h.rk.channel, rs[0].val.next)
-		}
-		return nil
-	case c.lost(v):
-		return ErrLost
-	}
-	return fmt.Errorf("lock: release %q: %w", h.key, c.failure(v))
+	return v, rs[0].val.next
 }
 
-// leave takes h's owner, which stopped waiting, out of the key's wait
-// queue, so the turn it may have been given passes on at once. It runs
-// without ctx's cancellation, bounded by the claim window: later, the turn
-// has lapsed anyway. Without a queue (quorum mode) there is nothing to do.
-func (h *hold) leave(ctx context.Context) {
-	if h.c.claim == 0 {
-		return
+// unlockRelease is an unlock's release: it runs without the cancellation
+// of ctx, the level's context, and waits for Redis until ctx's deadline
+// (at least unlockGrace from now) or, without one, releaseTimeout. A final
+// release Redis did not confirm by then goes on in the background.
+func (h *hold) unlockRelease(ctx context.Context, n int) error {
+	deadline := time.Now().Add(releaseTimeout)
+	if d, ok := ctx.Deadline(); ok {
+		deadline = maxTime(d, time.Now()).Add(unlockGrace)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimWindow)
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	_ = h.c.nodes[0].leave(ctx, h) // if it fails, the turn lapses after the claim window
+	err := h.release(rctx, n)
+	if err != nil && err != ErrLost && rctx.Err() != nil {
+		if n == 0 {
+			h.c.jan.abandon(h, true, 0)
+		}
+		return fmt.Errorf("lock: release %q not confirmed in time (it goes on in the background): %w", h.key, rctx.Err())
+	}
+	return err
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // endLocked ends the hold with cause: its lease is no longer renewed, and

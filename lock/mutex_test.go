@@ -47,6 +47,7 @@ func hammer(t *testing.T, lockers []lock.Locker, data redis.Cmdable, keys []stri
 				mu.Unlock()
 				if n > 1 {
 					errs <- fmt.Errorf("%d holders of %q at once", n, key)
+					return
 				}
 				v, _ := data.Get(lctx, key+":n").Int()
 				err = data.Set(lctx, key+":n", v+1, 0).Err()

@@ -72,52 +72,122 @@ func (nd *node) leave(ctx context.Context, h *hold) error {
 	return leaveScript.Run(ctx, nd.rdb, h.rk.scripts, h.owner, h.c.claim, nd.publish).Err()
 }
 
+// leaseState is what a renewal learned of one lease: whether its owner
+// still held the key, or the error of its command.
+type leaseState struct {
+	alive bool
+	err   error
+}
+
 // renew runs renew.lua over batch in one pipeline and reports, per hold,
-// whether its owner still held the key.
-func (nd *node) renew(ctx context.Context, batch []*hold) ([]bool, error) {
+// whether its owner still held the key. A failed command fails only the
+// leases it carried.
+func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 	chunk := renewChunk
 	if nd.sharded {
 		chunk = 1
 	}
-	run := func(eval bool) ([]*redis.Cmd, error) {
-		pipe := nd.rdb.Pipeline()
-		var cmds []*redis.Cmd
-		for lo := 0; lo < len(batch); lo += chunk {
-			part := batch[lo:min(lo+chunk, len(batch))]
-			keys := make([]string, len(part))
-			args := make([]any, 0, 2*len(part))
-			for i, h := range part {
-				keys[i] = h.rk.lock
-				args = append(args, h.owner, h.lease.Milliseconds())
-			}
-			if eval {
-				cmds = append(cmds, renewScript.Eval(ctx, pipe, keys, args...))
-			} else {
-				cmds = append(cmds, renewScript.EvalSha(ctx, pipe, keys, args...))
-			}
+	var parts [][]*hold
+	for lo := 0; lo < len(batch); lo += chunk {
+		parts = append(parts, batch[lo:min(lo+chunk, len(batch))])
+	}
+	cmds := nd.pipelined(ctx, renewScript, len(parts), func(i int) ([]string, []any) {
+		keys := make([]string, len(parts[i]))
+		args := make([]any, 0, 2*len(parts[i]))
+		for j, h := range parts[i] {
+			keys[j] = h.rk.lock
+			args = append(args, h.owner, h.lease.Milliseconds())
 		}
-		_, err := pipe.Exec(ctx)
-		return cmds, err
-	}
-	cmds, err := run(false)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmds, err = run(true) // EVAL also caches the script for next time
-	}
-	if err != nil {
-		return nil, err
-	}
-	alive := make([]bool, 0, len(batch))
-	for _, cmd := range cmds {
+		return keys, args
+	})
+	states := make([]leaseState, 0, len(batch))
+	for i, cmd := range cmds {
 		v, err := cmd.Int64Slice()
-		if err != nil {
-			return nil, err
+		if err == nil && len(v) != len(parts[i]) {
+			err = fmt.Errorf("%d replies for %d leases", len(v), len(parts[i]))
 		}
-		for _, x := range v {
-			alive = append(alive, x == 1)
+		for j := range parts[i] {
+			if err != nil {
+				states = append(states, leaseState{err: err})
+			} else {
+				states = append(states, leaseState{alive: v[j] == 1})
+			}
 		}
 	}
-	if len(alive) != len(batch) {
-		return nil, fmt.Errorf("%d replies for %d leases", len(alive), len(batch))
+	return states
+}
+
+// releaseAll releases every hold of holds to count 0 in one pipeline,
+// best effort (Close).
+func (nd *node) releaseAll(ctx context.Context, holds []*hold) {
+	nd.pipelined(ctx, releaseScript, len(holds), func(i int) ([]string, []any) {
+		h := holds[i]
+		return h.rk.scripts, []any{h.owner, 0, h.c.claim, nd.publish}
+	})
+}
+
+// pipelined runs script n times in one pipeline, with the keys and
+// arguments args returns for each, and returns the commands, each with its
+// own reply or error. It uses EVALSHA and, when Redis does not know the
+// script, runs the commands that failed so once more with EVAL, which also
+// caches it.
+func (nd *node) pipelined(ctx context.Context, script *redis.Script, n int, args func(i int) ([]string, []any)) []*redis.Cmd {
+	send := func(idx []int, eval bool) []*redis.Cmd {
+		pipe := nd.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(idx))
+		for j, i := range idx {
+			keys, a := args(i)
+			if eval {
+				cmds[j] = script.Eval(ctx, pipe, keys, a...)
+			} else {
+				cmds[j] = script.EvalSha(ctx, pipe, keys, a...)
+			}
+		}
+		_, _ = pipe.Exec(ctx) // each command keeps its own error
+		return cmds
 	}
-	return alive, nil
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	cmds := send(all, false)
+	var again []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		for j, cmd := range send(again, true) {
+			cmds[again[j]] = cmd
+		}
+	}
+	return cmds
+}
+
+// groups splits batch by the Redis server that serves each lease: on Redis
+// Cluster one group per master, so that a master down or stuck delays only
+// the leases it serves; elsewhere one group.
+func (c *Client) groups(ctx context.Context, batch []*hold) [][]*hold {
+	cc, ok := c.nodes[0].rdb.(*redis.ClusterClient)
+	if !ok || len(c.nodes) > 1 {
+		return [][]*hold{batch}
+	}
+	by := make(map[string][]*hold)
+	var order []string
+	for _, h := range batch {
+		addr := "" // unknown: one group of its own
+		if m, err := cc.MasterForKey(ctx, h.rk.lock); err == nil {
+			addr = m.Options().Addr
+		}
+		if by[addr] == nil {
+			order = append(order, addr)
+		}
+		by[addr] = append(by[addr], h)
+	}
+	groups := make([][]*hold, len(order))
+	for i, addr := range order {
+		groups[i] = by[addr]
+	}
+	return groups
 }

@@ -86,6 +86,6 @@ type Release struct {
 type Renewal struct {
 	Leases   int           // leases the batch tried to renew
 	Lost     int           // of those, found gone in Redis
-	Err      error         // the batch's Redis error, if it failed
+	Err      error         // a Redis error of the batch, if any of its renewals failed
 	Duration time.Duration // time the batch took
 }

@@ -22,9 +22,23 @@ const (
 	// DefaultPrefix starts every Redis key and channel a Client uses.
 	DefaultPrefix = "lockkit"
 
-	// releaseTimeout bounds the Redis call of an unlock, which runs without
-	// the caller's cancellation so that a cancelled request still releases.
-	releaseTimeout = 5 * time.Second
+	// releaseTimeout bounds how long an unlock whose context has no
+	// deadline waits for Redis; the release runs without the caller's
+	// cancellation, so that a cancelled request still releases.
+	releaseTimeout = time.Second
+
+	// unlockGrace is how long past its context's deadline an unlock waits
+	// for Redis to confirm the release.
+	unlockGrace = 50 * time.Millisecond
+
+	// leaveWait is how long a Lock that stops waiting waits for Redis to
+	// take it out of the wait queue; it goes on in the background after.
+	leaveWait = 50 * time.Millisecond
+
+	// closeTimeout bounds Close, which promises to return within 1 s: it
+	// waits for Redis to confirm the releases for at most half of it, and
+	// for the Client's goroutines until it ends.
+	closeTimeout = 800 * time.Millisecond
 )
 
 // Option configures a [Client]; pass options to [New].

@@ -16,6 +16,8 @@ import (
 func TestNewRejectsBadInput(t *testing.T) {
 	_, rdb := locktest.Mini(t)
 	var nilClient *redis.Client
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"}})
+	t.Cleanup(func() { _ = ring.Close() })
 	tests := []struct {
 		name string
 		rdb  redis.UniversalClient
@@ -23,6 +25,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		want string
 	}{
 		{"nil client", nil, nil, "nil Redis client"},
+		{"ring", ring, nil, "redis.Ring cannot hold locks"},
 		{"typed nil client", nilClient, nil, "nil Redis client"},
 		{"zero lease", rdb, []lock.Option{lock.WithDefaultLease(0)}, "lease 0s is shorter"},
 		{"negative lease", rdb, []lock.Option{lock.WithDefaultLease(-time.Second)}, "lease -1s is shorter"},

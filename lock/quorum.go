@@ -36,8 +36,8 @@ func NewQuorum(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, invalidf("quorum mode needs at least 3 Redis masters, got %d (use New for one)", len(nodes))
 	}
 	for i, rdb := range nodes {
-		if isNil(rdb) {
-			return nil, invalidf("nil Redis client at index %d", i)
+		if err := checkRedis(rdb); err != nil {
+			return nil, fmt.Errorf("%w at index %d", err, i)
 		}
 		if slices.Index(nodes, rdb) != i {
 			return nil, invalidf("the Redis client at index %d is also at index %d", i, slices.Index(nodes, rdb))

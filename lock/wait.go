@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -34,9 +33,9 @@ const linger = time.Second
 // them wakes the first waiter.
 type waiters struct {
 	c      *Client
-	mu     sync.Mutex // also serialises (un)subscribe commands
+	subs   []*subscriber // per node
+	mu     sync.Mutex    // never held over a Redis call
 	queues map[string]*queue
-	shared []*redis.PubSub // per node; made on first use (not for Redis Cluster)
 	closed bool
 }
 
@@ -48,7 +47,6 @@ type queue struct {
 	idle      *time.Timer   // guarded by waiters.mu; runs while list is empty
 	ready     chan struct{} // closed when Redis confirmed the subscription
 	readyOnce sync.Once
-	sharded   []*redis.PubSub // Redis Cluster nodes: this key's own subscriptions
 }
 
 // A waiter is one Lock call waiting for its key.
@@ -59,11 +57,15 @@ type waiter struct {
 }
 
 func newWaiters(c *Client) *waiters {
-	return &waiters{c: c, queues: make(map[string]*queue), shared: make([]*redis.PubSub, len(c.nodes))}
+	w := &waiters{c: c, queues: make(map[string]*queue)}
+	for _, nd := range c.nodes {
+		w.subs = append(w.subs, newSubscriber(w, nd))
+	}
+	return w
 }
 
-// wait blocks until h's key is taken for h's owner, ctx is done, the wait
-// limit passes or the Client closes. me is h's waiter in q, the key's
+// wait blocks until h's key is taken for h's owner or ctx, the call's
+// context (see [Client.callContext]), is done. me is h's waiter in q, the key's
 // queue; confirmed tells whether the subscription was confirmed before
 // me joined q and made its last attempt, so that attempt saw every release
 // announced before and every later one reaches me. remaining is how long
@@ -75,21 +77,7 @@ func newWaiters(c *Client) *waiters {
 // when its turn is announced. In quorum mode, which has no such queue, only
 // this process's first waiter of the key tries, so a release does not send
 // every local waiter at Redis at once.
-func (w *waiters) wait(ctx context.Context, h *hold, lc lockConfig, q *queue, me *waiter, confirmed bool, remaining time.Duration, start time.Time) (attemptResult, error) {
-	var limit <-chan time.Time
-	if lc.waitSet {
-		t := time.NewTimer(lc.maxWait - time.Since(start))
-		defer t.Stop()
-		limit = t.C
-	}
-	notObtained := func(err error, timedOut bool) (attemptResult, error) {
-		e := &NotObtainedError{Key: h.key, RemainingLease: remaining, timedOut: timedOut}
-		if err == nil {
-			return attemptResult{}, e
-		}
-		return attemptResult{}, errors.Join(e, err)
-	}
-
+func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confirmed bool, remaining time.Duration) (attemptResult, error) {
 	ready := q.ready
 	if confirmed {
 		ready = nil
@@ -112,11 +100,7 @@ func (w *waiters) wait(ctx context.Context, h *hold, lc lockConfig, q *queue, me
 			continue
 		case <-retry.C:
 		case <-ctx.Done():
-			return notObtained(ctx.Err(), false)
-		case <-limit:
-			return notObtained(nil, true)
-		case <-w.c.life.Done():
-			return attemptResult{}, ErrClosed
+			return attemptResult{}, ended(ctx, h.key, remaining)
 		}
 		select {
 		case <-me.wake: // this attempt sees every release announced so far
@@ -225,25 +209,10 @@ func (w *waiters) join(h *hold, subscribe bool) (*queue, *waiter, bool) {
 	}
 	q = &queue{channel: channel, list: []*waiter{me}, ready: make(chan struct{})}
 	w.queues[channel] = q
-	if w.closed {
-		return q, me, false
-	}
-	ctx := w.c.life
-	for i, nd := range w.c.nodes {
-		if nd.sharded {
-			ps := nd.rdb.SSubscribe(ctx, channel)
-			q.sharded = append(q.sharded, ps)
-			w.listen(ps)
-			continue
+	if !w.closed {
+		for _, s := range w.subs {
+			s.ask(channel, true)
 		}
-		if w.shared[i] == nil {
-			w.shared[i] = nd.rdb.Subscribe(ctx)
-			w.listen(w.shared[i])
-		}
-		// An error here is a broken connection: the PubSub subscribes again
-		// when it reconnects, and until then the waiter retries when leases
-		// end.
-		_ = w.shared[i].Subscribe(ctx, channel)
 	}
 	return q, me, false
 }
@@ -275,18 +244,12 @@ func (w *waiters) drop(q *queue) {
 		return
 	}
 	delete(w.queues, q.channel)
-	for _, ps := range q.sharded {
-		_ = ps.Close()
-	}
-	for _, ps := range w.shared {
-		if ps != nil {
-			_ = ps.Unsubscribe(w.c.life, q.channel)
-		}
+	for _, s := range w.subs {
+		s.ask(q.channel, false)
 	}
 }
 
-// listen dispatches what ps receives until ps is closed. Called with w.mu
-// held.
+// listen dispatches what ps receives until ps is closed.
 func (w *waiters) listen(ps *redis.PubSub) {
 	// go-redis pings a silent subscription every 3 s by default. Waiters
 	// need it far less often: a broken subscription only delays them until
@@ -335,26 +298,15 @@ func (w *waiters) dispatch(msg any) {
 	}
 }
 
-// close closes every subscription; their listeners then end.
+// close stops the idle timers; the subscribers close the subscriptions
+// when the Client's life ends, and their listeners end with them.
 func (w *waiters) close() {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.closed = true
 	for _, q := range w.queues {
 		if q.idle != nil {
 			q.idle.Stop()
 		}
-	}
-	var all []*redis.PubSub
-	for _, ps := range w.shared {
-		if ps != nil {
-			all = append(all, ps)
-		}
-	}
-	for _, q := range w.queues {
-		all = append(all, q.sharded...)
-	}
-	w.mu.Unlock()
-	for _, ps := range all {
-		_ = ps.Close()
 	}
 }

@@ -9,6 +9,12 @@ import (
 
 // watchdog is the one renewal loop of a Client. It also keeps the registry
 // of live holds, so Close can end them.
+//
+// The loop never waits for Redis: it sends each batch of due leases from a
+// goroutine of its own (one per master on Redis Cluster) and moves on, so
+// a stuck connection or a dead master delays only the leases it serves. A
+// lease whose renewal is not confirmed is sent again a quarter of an
+// interval later, on whatever connection is free, until its validity ends.
 type watchdog struct {
 	c      *Client
 	mu     sync.Mutex
@@ -63,8 +69,8 @@ func (w *watchdog) remove(h *hold) {
 	w.mu.Unlock()
 }
 
-// closeAll ends every live hold with ErrClosed.
-func (w *watchdog) closeAll() {
+// closeAll ends every live hold with ErrClosed and returns them.
+func (w *watchdog) closeAll() []*hold {
 	w.mu.Lock()
 	w.closed = true
 	holds := make([]*hold, 0, len(w.holds))
@@ -77,6 +83,7 @@ func (w *watchdog) closeAll() {
 		h.endLocked(ErrClosed)
 		h.mu.Unlock()
 	}
+	return holds
 }
 
 func (w *watchdog) run() {
@@ -87,17 +94,18 @@ func (w *watchdog) run() {
 			return
 		case <-w.wake.C:
 		}
-		for batch := w.due(time.Now()); len(batch) > 0; batch = w.due(time.Now()) {
-			w.renew(batch)
+		if batch := w.due(time.Now()); len(batch) > 0 {
+			w.c.tasks.run(func() { w.renew(batch) })
 		}
 	}
 }
 
-// due returns the holds to renew now; when there are none, it arms the
-// loop for the next one. A lease due within an eighth of its interval is
-// renewed with the batch, so holds taken at different moments share round
-// trips. Holds whose outermost caller's context is done are no longer
-// renewed.
+// due returns the holds to renew now and arms the loop for the next ones.
+// A lease due within an eighth of its interval is renewed with the batch,
+// so holds taken at different moments share round trips. Each hold in the
+// batch is due again a quarter of an interval later unless its renewal is
+// confirmed before. Holds whose outermost caller's context is done are no
+// longer renewed.
 func (w *watchdog) due(now time.Time) []*hold {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -114,29 +122,39 @@ func (w *watchdog) due(now time.Time) []*hold {
 		d := at.Sub(now)
 		if d <= interval(h)/8 {
 			batch = append(batch, h)
-			continue
+			w.holds[h] = now.Add(interval(h) / 4)
+			d = interval(h) / 4
 		}
 		next = min(next, d)
 	}
 	w.wakeAt = time.Time{}
-	if len(batch) == 0 && next < time.Hour {
+	if next < time.Hour {
 		w.armLocked(now.Add(next))
 	}
 	return batch
 }
 
-// renew extends the leases of batch with one pipeline per node. A lease
-// is renewed when a majority of nodes (the one node, outside quorum mode)
-// confirms it, and lost when so many no longer have its owner that no
-// majority can.
+// renew extends the leases of batch: one goroutine per group of leases
+// served by one Redis server.
 func (w *watchdog) renew(batch []*hold) {
+	groups := w.c.groups(w.c.life, batch)
+	for _, g := range groups[1:] {
+		w.c.tasks.run(func() { w.renewGroup(g) })
+	}
+	w.renewGroup(groups[0])
+}
+
+// renewGroup extends the leases of batch with one pipeline per node. A
+// lease is renewed when a majority of nodes (the one node, outside quorum
+// mode) confirms it, and lost when so many no longer have its owner that
+// no majority can.
+func (w *watchdog) renewGroup(batch []*hold) {
 	c := w.c
 	sent := time.Now()
 	// A confirmation is worth waiting for until the first validity in the
-	// batch ends; after that it proves nothing for that hold.
-	// In quorum mode each node also has the node timeout, so that silent
-	// nodes do not hold back the majority's answer. The loop never waits
-	// longer, even for a Redis that stopped answering.
+	// batch ends; after that it proves nothing for that hold. In quorum
+	// mode each node also has the node timeout, so that silent nodes do not
+	// hold back the majority's answer.
 	deadline := sent.Add(time.Hour)
 	timeout := time.Hour
 	for _, h := range batch {
@@ -149,51 +167,57 @@ func (w *watchdog) renew(batch []*hold) {
 			timeout = min(timeout, t)
 		}
 	}
+	if len(c.nodes) == 1 {
+		timeout = 0
+	}
 	ctx, cancel := context.WithDeadline(c.life, deadline)
-	rs := fanOut(c, ctx, min(timeout, max(time.Until(deadline), time.Millisecond)), func(ctx context.Context, nd *node) ([]bool, error) {
-		return nd.renew(ctx, batch)
+	rs := fanOut(c, ctx, timeout, func(ctx context.Context, nd *node) ([]leaseState, error) {
+		return nd.renew(ctx, batch), nil
 	})
 	cancel()
-	var errs []error
-	for _, r := range rs {
-		if r.err != nil {
-			errs = append(errs, r.err)
-		}
-	}
+	var firstErr error
 	lost := 0
-	next := make(map[*hold]time.Time, len(batch)) // when to renew again
 	for i, h := range batch {
 		var v votes
 		for _, r := range rs {
+			err := r.err
+			if err == nil {
+				err = r.val[i].err
+			}
 			switch {
-			case r.err != nil:
-				v.errs = append(v.errs, r.err)
-			case r.val[i]:
+			case err != nil:
+				v.errs = append(v.errs, err)
+			case r.val[i].alive:
 				v.yes++
 			default:
 				v.no++
 			}
 		}
+		if firstErr == nil && len(v.errs) > 0 {
+			firstErr = errors.Join(v.errs...)
+		}
 		switch {
 		case c.won(v):
 			h.renewed(sent, true)
-			next[h] = sent.Add(interval(h))
+			w.scheduled(h, sent.Add(interval(h)))
 		case c.lost(v):
 			if h.renewed(sent, false) { // not when it was unlocked meanwhile
 				lost++
 			}
-		default:
-			next[h] = time.Now().Add(interval(h) / 4) // retry sooner
 		}
 	}
-	w.mu.Lock()
-	for h, at := range next {
-		if old, ok := w.holds[h]; ok && !old.IsZero() {
-			w.holds[h] = at
-		}
-	}
-	w.mu.Unlock()
 	if o := c.cfg.observer; o != nil {
-		o.Renewed(Renewal{Leases: len(batch), Lost: lost, Err: errors.Join(errs...), Duration: time.Since(sent)})
+		o.Renewed(Renewal{Leases: len(batch), Lost: lost, Err: firstErr, Duration: time.Since(sent)})
+	}
+}
+
+// scheduled sets h's next renewal to at, if h is still renewed and not
+// due later already (a newer renewal confirmed first).
+func (w *watchdog) scheduled(h *hold, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if old, ok := w.holds[h]; ok && !old.IsZero() && old.Before(at) {
+		w.holds[h] = at
+		w.armLocked(at)
 	}
 }

@@ -1,0 +1,104 @@
+package lock
+
+import (
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// subscriber keeps one node's subscriptions to the channels of the keys
+// this Client's waiters wait for. Its one goroutine sends the SUBSCRIBE
+// and UNSUBSCRIBE commands in the order they were asked for, so no Lock
+// call and no lock of the waiters' bookkeeping waits on a Redis call: a
+// stalled Redis delays subscriptions (waiters then retry when leases end),
+// never a deadline or Close.
+type subscriber struct {
+	w    *waiters
+	nd   *node
+	mu   sync.Mutex
+	ops  []subOp // asked for, not yet sent
+	kick chan struct{}
+
+	// Used by the goroutine only.
+	shared  *redis.PubSub            // one connection carries every channel
+	sharded map[string]*redis.PubSub // Redis Cluster: one sharded subscription per channel
+}
+
+type subOp struct {
+	channel string
+	on      bool // subscribe; otherwise unsubscribe
+}
+
+func newSubscriber(w *waiters, nd *node) *subscriber {
+	return &subscriber{w: w, nd: nd, kick: make(chan struct{}, 1), sharded: make(map[string]*redis.PubSub)}
+}
+
+// ask queues a subscription (on) or its end for channel.
+func (s *subscriber) ask(channel string, on bool) {
+	s.mu.Lock()
+	s.ops = append(s.ops, subOp{channel, on})
+	s.mu.Unlock()
+	signal(s.kick)
+}
+
+// run sends what was asked for until Close, then closes the subscriptions;
+// their listeners end with them.
+func (s *subscriber) run() {
+	life := s.w.c.life
+	defer s.closeAll()
+	for {
+		select {
+		case <-life.Done():
+			return
+		case <-s.kick:
+		}
+		s.mu.Lock()
+		ops := s.ops
+		s.ops = nil
+		s.mu.Unlock()
+		for _, op := range ops {
+			if life.Err() != nil {
+				return
+			}
+			s.apply(op)
+		}
+	}
+}
+
+// apply sends one command. An error is a broken connection: a PubSub
+// subscribes again when it reconnects, and until then waiters retry when
+// leases end.
+func (s *subscriber) apply(op subOp) {
+	life := s.w.c.life
+	rdb := s.nd.rdb
+	switch {
+	case s.nd.sharded && op.on:
+		if s.sharded[op.channel] == nil {
+			ps := rdb.SSubscribe(life, op.channel)
+			s.sharded[op.channel] = ps
+			s.w.listen(ps)
+		}
+	case s.nd.sharded:
+		if ps := s.sharded[op.channel]; ps != nil {
+			delete(s.sharded, op.channel)
+			_ = ps.Close()
+		}
+	case op.on:
+		if s.shared == nil {
+			s.shared = rdb.Subscribe(life)
+			s.w.listen(s.shared)
+		}
+		_ = s.shared.Subscribe(life, op.channel)
+	case s.shared != nil:
+		_ = s.shared.Unsubscribe(life, op.channel)
+	}
+}
+
+func (s *subscriber) closeAll() {
+	if s.shared != nil {
+		_ = s.shared.Close()
+	}
+	for _, ps := range s.sharded {
+		_ = ps.Close()
+	}
+}
