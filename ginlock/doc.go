@@ -9,9 +9,15 @@
 //
 // While pay runs for order 42, another POST /orders/42/pay, on any replica
 // sharing the Redis, is answered at once with 409 Conflict, a Retry-After
-// header and an RFC 9457 application/problem+json body; [WithWait] makes it
-// wait instead. The lock is released when pay returns, panics, or the
-// client goes away.
+// header (1 s by default, never past the holder's lease) and an RFC 9457
+// application/problem+json body; [WithWait] makes it wait instead. A Redis
+// that does not answer gets the request a 503 within [WithWait]'s wait or
+// [WithAcquireTimeout] (1 s by default).
+//
+// The lock is held exactly while the handler chain runs: from the moment
+// it is taken until pay returns or panics, renewed for as long as that
+// takes, also after the client went away (so a payment that is finished
+// deliberately is never run twice by the client's retry).
 //
 // # Key templates
 //
@@ -43,15 +49,31 @@
 //
 // # Inside the handler
 //
-// c.Request's context is the lock context: it is cancelled with cause
-// [lock.ErrLost] if the lease is lost, so pass c.Request.Context() to the
-// work the lock protects, and check [context.Cause] when it ends. A lock
-// taken with it on the same key re-enters instead of waiting, which is
-// what makes a ginlock middleware on a route group and another on one of
-// its routes with the same key work. The lock is held only until the
-// handler returns; work started in the background with c.Copy() is not
-// protected.
+// c.Request's context is the lock context. It is cancelled with cause
+// [context.Canceled] when the client goes away (the lock is still held:
+// the handler decides whether to finish its work, for example under
+// [context.WithoutCancel]) and with cause [lock.ErrLost] if the lease is
+// lost, so pass c.Request.Context() to the work the lock protects and
+// check [context.Cause] when it ends. A streaming handler (c.Stream,
+// server-sent events) should stop when that context is done: c.Stream
+// stops only on a client disconnect by itself.
 //
-// Failures are also passed to gin.Context.Error: [ErrMissingValue],
-// [lock.ErrNotObtained], or the error of Redis.
+// [Key] returns the request's lock key and [FencingToken] its fencing
+// token, for a store that rejects stale writers. Do not rebuild the key
+// from the request: values are escaped. Pass c.Request.Context(), not c,
+// to code that takes locks: on gin's default engine (ContextWithFallback
+// off) c does not carry the lock, so a Lock of the same key with c would
+// wait for its own request. A lock taken with c.Request.Context() on the
+// same key re-enters instead of waiting, which is what makes a ginlock
+// middleware on a route group and another on one of its routes with the
+// same key work. Work started in the background with c.Copy() is not
+// protected once the handler returns.
+//
+// Contention is not a failure: a 409 is not passed to gin.Context.Error.
+// Real failures are ([ErrMissingValue], an unavailable Redis, a closed
+// Client), with the key template in their text rather than the key, which
+// may carry user data. Normalise values that name the same resource
+// before they reach the key (case, leading zeros, Unicode forms), for
+// example in a [WithValue] function: the middleware escapes values but
+// does not interpret them.
 package ginlock

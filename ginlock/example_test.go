@@ -42,7 +42,7 @@ func Example() {
 	r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/orders/42/pay", nil))
 	fmt.Println(w.Code, w.Body)
 	// Output:
-	// 409 application/problem+json Retry-After: 30
+	// 409 application/problem+json Retry-After: 1
 	// 200 paid
 }
 

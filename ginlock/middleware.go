@@ -2,6 +2,7 @@ package ginlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gin-gonic/gin"
@@ -20,25 +21,32 @@ import (
 //     empty, without a Redis call;
 //   - takes the key with locker.TryLock (locker.Lock with [WithWait]),
 //     using the request's context, so a handler chain already holding the
-//     key (an outer ginlock middleware with the same key) re-enters it;
+//     key (an outer ginlock middleware with the same key) re-enters it; the
+//     whole acquisition, Redis calls included, is bounded by [WithWait] or
+//     [WithAcquireTimeout] (1 s by default);
 //   - when another request holds the key, answers 409 Conflict with a
-//     Retry-After header (the holder's remaining lease in whole seconds,
-//     rounded up; 1 when unknown);
-//   - when the lock cannot be taken for any other reason (Redis
-//     unreachable, closed Client), answers 503 Service Unavailable, or 500
-//     Internal Server Error for invalid lock options, and does not run the
-//     handler;
+//     Retry-After header: the hint set with [WithRetryAfter] (1 s by
+//     default), never later than the holder's remaining lease;
+//   - when the lock cannot be taken for any other reason (Redis stalled or
+//     unreachable, closed Client), answers 503 Service Unavailable with
+//     Retry-After, or 500 Internal Server Error for invalid lock options,
+//     and does not run the handler;
 //   - otherwise runs the rest of the chain with c.Request's context
-//     replaced by the lock context, which is cancelled with cause
-//     [lock.ErrLost] if the lease is lost, and releases the lock when the
-//     chain returns, also when it panics (the panic goes on to gin's
-//     recovery) or the client has gone away. c.Request is restored
-//     afterwards.
+//     replaced by the lock context, and holds the lock, renewing its lease,
+//     from then until the chain returns or panics (the panic goes on to
+//     gin's recovery), whatever the client does (see
+//     [lock.WithHoldUntilUnlock]). The lock context is cancelled with
+//     cause [context.Canceled] when the client goes away (the lock is still
+//     held: the handler decides whether to finish) and with cause
+//     [lock.ErrLost] if the lease is lost. c.Request is restored afterwards.
 //
 // Answers are RFC 9457 problem bodies (Content-Type
 // application/problem+json); [WithConflictStatus] and [WithFailureHandler]
-// change them. Every failure, and an error of the release, is also passed
-// to [gin.Context.Error].
+// change them. A held key is not an error: it is not passed to
+// [gin.Context.Error], so access logs and tracing do not report contention
+// as a failure. Real failures, and an error of the release, are passed to
+// it, with the key template in their text, never the request's key (the
+// error they wrap, reached with [errors.Unwrap], has it).
 //
 // Defaults: no wait, status 409 for a held key, the [lock.Client]'s lease.
 //
@@ -99,12 +107,17 @@ func (m *middleware) handle(c *gin.Context) {
 		m.fail(c, err)
 		return
 	}
+	prev, had := c.Get(keyName)
+	c.Set(keyName, key)
 	req := c.Request
 	c.Request = req.WithContext(held)
 	defer func() {
 		c.Request = req
+		if had {
+			c.Set(keyName, prev)
+		}
 		if err := unlock(); err != nil {
-			_ = c.Error(err)
+			_ = c.Error(m.redacted(err))
 		}
 	}()
 	c.Next()
@@ -117,14 +130,71 @@ func (m *middleware) acquire(ctx context.Context, key string) (context.Context, 
 	return m.locker.TryLock(ctx, key, m.cfg.lockOpts...)
 }
 
-// fail turns the request away: err goes to c.Error, the chain is aborted
-// and the failure handler answers.
+// fail turns the request away: the chain is aborted and the failure
+// handler answers; err goes to c.Error unless the key is merely held.
 func (m *middleware) fail(c *gin.Context, err error) {
-	_ = c.Error(err)
+	if !m.busy(c, err) {
+		_ = c.Error(m.redacted(err))
+	}
 	c.Abort()
 	if m.cfg.onFailure != nil {
 		m.cfg.onFailure(c, err)
 		return
 	}
 	m.answer(c, err)
+}
+
+// busy reports whether err says that another request holds the key (or
+// the client went away while waiting for it), rather than that Redis did
+// not answer in time.
+func (m *middleware) busy(c *gin.Context, err error) bool {
+	if !errors.Is(err, lock.ErrNotObtained) {
+		return false
+	}
+	return !errors.Is(err, context.DeadlineExceeded) || c.Request.Context().Err() != nil
+}
+
+// redacted names the key template instead of the request's key, which
+// may carry user data; the error it wraps is err.
+func (m *middleware) redacted(err error) error {
+	var missing *missingError
+	if errors.As(err, &missing) {
+		return err // names the missing value, not the key
+	}
+	return &lockError{template: m.tmpl.text, err: err}
+}
+
+type lockError struct {
+	template string
+	err      error
+}
+
+func (e *lockError) Error() string {
+	var why string
+	switch {
+	case errors.Is(e.err, lock.ErrClosed):
+		why = "the lock client is closed"
+	case errors.Is(e.err, lock.ErrLost):
+		why = "the lease was lost"
+	case errors.Is(e.err, lock.ErrNotObtained):
+		why = "Redis did not answer in time"
+	case errors.Is(e.err, lock.ErrInvalid):
+		why = "invalid lock options"
+	default:
+		why = "Redis failed: " + innermost(e.err).Error()
+	}
+	return fmt.Sprintf("ginlock: lock %q: %s", e.template, why)
+}
+
+func (e *lockError) Unwrap() error { return e.err }
+
+// innermost follows the chain of single wrapped errors to its end.
+func innermost(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
 }

@@ -18,7 +18,9 @@ type Option func(*config)
 
 type config struct {
 	wait           time.Duration
-	waitSet        bool // WithWait given: Lock instead of TryLock
+	waitSet        bool          // WithWait given: Lock instead of TryLock
+	acquireTimeout time.Duration // without WithWait
+	retryAfter     time.Duration
 	conflictStatus int
 	onFailure      func(*gin.Context, error) // nil: answer with a problem body
 	failureSet     bool
@@ -34,9 +36,36 @@ type namedValue struct {
 // WithWait makes a request whose key is held wait up to d for it, instead
 // of being answered at once. When d passes, or the request's context ends
 // first (the client went away), the request gets the conflict answer. d
-// must be positive. Default: no wait.
+// bounds the whole acquisition, Redis calls included: when Redis does not
+// answer within d the request gets 503. d must be positive. Default: no
+// wait.
 func WithWait(d time.Duration) Option {
 	return func(c *config) { c.wait, c.waitSet = d, true }
+}
+
+// DefaultAcquireTimeout bounds an acquisition without [WithWait].
+const DefaultAcquireTimeout = time.Second
+
+// WithAcquireTimeout bounds an acquisition without [WithWait], Redis calls
+// included: when Redis does not answer within d (stalled, unreachable),
+// the request gets 503 Service Unavailable rather than holding a goroutine
+// and a connection. d must be positive. Default [DefaultAcquireTimeout]
+// (1 s).
+func WithAcquireTimeout(d time.Duration) Option {
+	return func(c *config) { c.acquireTimeout = d }
+}
+
+// DefaultRetryAfter is the Retry-After hint of answers to turned-away
+// requests.
+const DefaultRetryAfter = time.Second
+
+// WithRetryAfter sets the hint sent in the Retry-After header (whole
+// seconds, rounded up, at least 1) of a conflict answer and of a 503. A
+// conflict answer never hints later than the holder's remaining lease.
+// d must be positive. Default [DefaultRetryAfter] (1 s): a holder usually
+// finishes long before its lease ends, so the lease is a poor hint.
+func WithRetryAfter(d time.Duration) Option {
+	return func(c *config) { c.retryAfter = d }
 }
 
 // WithConflictStatus sets the HTTP status of the answer to a request whose
@@ -66,9 +95,10 @@ func WithFailureHandler(fn func(c *gin.Context, err error)) Option {
 }
 
 // WithLockOptions passes opts to every acquisition, such as
-// [lock.WithLease] or [lock.WithFixedLease]. The middleware takes the lock
-// with [lock.Locker.TryLock], which ignores [lock.WithMaxWait]: use
-// [WithWait] to wait. Default: none, so the [lock.Client]'s defaults hold.
+// [lock.WithLease] or [lock.WithFixedLease]. The middleware adds
+// [lock.WithHoldUntilUnlock] and a [lock.WithMaxWait] of its own (from
+// [WithWait] or [WithAcquireTimeout]). Default: none, so the
+// [lock.Client]'s defaults hold.
 func WithLockOptions(opts ...lock.LockOption) Option {
 	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
 }
@@ -86,7 +116,7 @@ func WithValue(name string, fn func(c *gin.Context) string) Option {
 // newConfig applies opts and checks them against the parsed template t,
 // to which it binds the WithValue functions.
 func newConfig(t *template, opts []Option) (config, error) {
-	cfg := config{conflictStatus: http.StatusConflict}
+	cfg := config{conflictStatus: http.StatusConflict, acquireTimeout: DefaultAcquireTimeout, retryAfter: DefaultRetryAfter}
 	for i, o := range opts {
 		if o == nil {
 			return cfg, fmt.Errorf("option %d is nil", i)
@@ -96,12 +126,21 @@ func newConfig(t *template, opts []Option) (config, error) {
 	if cfg.failureSet && cfg.onFailure == nil {
 		return cfg, errors.New("WithFailureHandler(nil)")
 	}
+	limit := cfg.acquireTimeout
 	if cfg.waitSet {
 		if cfg.wait <= 0 {
 			return cfg, fmt.Errorf("WithWait(%v): the wait must be positive", cfg.wait)
 		}
-		cfg.lockOpts = append(slices.Clip(cfg.lockOpts), lock.WithMaxWait(cfg.wait))
+		limit = cfg.wait
 	}
+	if cfg.acquireTimeout <= 0 {
+		return cfg, fmt.Errorf("WithAcquireTimeout(%v): the timeout must be positive", cfg.acquireTimeout)
+	}
+	if cfg.retryAfter <= 0 {
+		return cfg, fmt.Errorf("WithRetryAfter(%v): the hint must be positive", cfg.retryAfter)
+	}
+	// Held until the handler chain returns, whatever the client does.
+	cfg.lockOpts = append(slices.Clip(cfg.lockOpts), lock.WithHoldUntilUnlock(), lock.WithMaxWait(limit))
 	if s := cfg.conflictStatus; s < 400 || s > 599 || http.StatusText(s) == "" {
 		return cfg, fmt.Errorf("WithConflictStatus(%d): want a known 4xx or 5xx status", s)
 	}

@@ -25,30 +25,30 @@ type problem struct {
 // tells why the request was turned away (see New).
 func (m *middleware) answer(c *gin.Context, err error) {
 	var missing *missingError
-	var busy *lock.NotObtainedError
 	switch {
 	case errors.As(err, &missing):
 		writeProblem(c, http.StatusBadRequest, missing.what+" is missing or empty")
-	case errors.Is(err, lock.ErrNotObtained):
-		var remaining time.Duration
-		if errors.As(err, &busy) {
-			remaining = busy.RemainingLease
+	case m.busy(c, err):
+		hint := m.cfg.retryAfter
+		var held *lock.NotObtainedError
+		if errors.As(err, &held) && held.RemainingLease > 0 {
+			hint = min(hint, held.RemainingLease)
 		}
-		secs := retryAfter(remaining)
+		secs := retryAfter(hint)
 		c.Header("Retry-After", strconv.Itoa(secs))
 		writeProblem(c, m.cfg.conflictStatus,
 			"another request holds the lock on this resource; retry in "+strconv.Itoa(secs)+" s")
 	case errors.Is(err, lock.ErrInvalid):
 		writeProblem(c, http.StatusInternalServerError, "the lock for this resource is misconfigured")
 	default:
+		c.Header("Retry-After", strconv.Itoa(retryAfter(m.cfg.retryAfter)))
 		writeProblem(c, http.StatusServiceUnavailable, "the lock service is unavailable")
 	}
 }
 
-// retryAfter is the Retry-After value for a holder's remaining lease:
-// whole seconds rounded up, at least 1 (also when the lease is unknown).
-func retryAfter(remaining time.Duration) int {
-	secs := int((remaining + time.Second - 1) / time.Second)
+// retryAfter is a Retry-After value: whole seconds rounded up, at least 1.
+func retryAfter(d time.Duration) int {
+	secs := int((d + time.Second - 1) / time.Second)
 	return max(secs, 1)
 }
 

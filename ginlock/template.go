@@ -38,6 +38,7 @@ type placeholder struct {
 // template is a parsed key template: len(lits) == len(holes)+1, and a key
 // is lits[0], value of holes[0], lits[1], ... lits[n].
 type template struct {
+	text  string // as declared
 	lits  []string
 	holes []placeholder
 }
@@ -48,7 +49,7 @@ func parseTemplate(text string) (*template, error) {
 	if text == "" {
 		return nil, errors.New("empty template")
 	}
-	t := &template{}
+	t := &template{text: text}
 	lit := 0 // where the current literal starts
 	for i := 0; i < len(text); i++ {
 		switch text[i] {

@@ -218,7 +218,8 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (cont
 // [*NotObtainedError] carrying the holder's remaining lease, or the time
 // left of a queued waiter's turn) at once if another owner holds key or
 // waiters are queued for it. It never joins the wait queue. Otherwise it
-// behaves as [Client.Lock], re-entry included; [WithMaxWait] is ignored.
+// behaves as [Client.Lock], re-entry included; [WithMaxWait] bounds the
+// attempt.
 //
 // Because Lock callers are served first come, first served, a key in
 // steady Lock demand is never free for TryLock: each release hands the
@@ -300,7 +301,7 @@ var errWaitLimit = errors.New("lock: wait limit passed")
 func (c *Client) callContext(cl *call, lc lockConfig) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(cl.rctx)
 	stop := context.AfterFunc(c.life, func() { cancel(ErrClosed) })
-	if lc.waitSet && !cl.a.Try {
+	if lc.waitSet {
 		var cancelLimit context.CancelFunc
 		ctx, cancelLimit = context.WithDeadlineCause(ctx, cl.start.Add(lc.maxWait), errWaitLimit)
 		return ctx, func() { cancelLimit(); stop(); cancel(nil) }
@@ -310,14 +311,18 @@ func (c *Client) callContext(cl *call, lc lockConfig) (context.Context, context.
 
 // ended is the error of a call whose context ended: what ended it, as a
 // [NotObtainedError] joined with the caller's ctx.Err(), or ErrClosed.
-// remaining is what the last attempt said of the holder's lease.
-func ended(ctx context.Context, key string, remaining time.Duration) error {
+// remaining is what the last attempt said of the holder's lease; cutOff
+// tells that a Redis call was under way, unanswered.
+func ended(ctx context.Context, key string, remaining time.Duration, cutOff bool) error {
 	e := &NotObtainedError{Key: key, RemainingLease: remaining}
 	switch cause := context.Cause(ctx); cause {
 	case ErrClosed:
 		return ErrClosed
 	case errWaitLimit:
 		e.timedOut = true
+		if cutOff {
+			return errors.Join(e, context.DeadlineExceeded)
+		}
 		return e
 	}
 	return errors.Join(e, ctx.Err())
@@ -363,7 +368,7 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 	}
 	switch {
 	case err != nil && ctx.Err() != nil && !errors.Is(err, ErrNotObtained) && err != ErrClosed:
-		return nil, ended(ctx, cl.a.Key, 0) // a Redis call was cut off
+		return nil, ended(ctx, cl.a.Key, 0, true) // a Redis call was cut off
 	case err != nil:
 		return nil, err
 	case !res.ok:

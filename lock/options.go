@@ -138,9 +138,13 @@ func WithFixedLease(d time.Duration) LockOption {
 	return func(c *lockConfig) { c.lease, c.fixed = d, true }
 }
 
-// WithMaxWait limits how long [Client.Lock] waits for the key; after d it
-// returns [ErrNotObtained]. Default: wait until the context is done. It must
-// be positive. [Client.TryLock] ignores it.
+// WithMaxWait limits how long [Client.Lock] takes, measured from the call,
+// Redis calls included: after d it returns [ErrNotObtained], joined with
+// [context.DeadlineExceeded] when a Redis call was still unanswered (a
+// stalled or unreachable Redis) rather than the key held. For
+// [Client.TryLock] it bounds the one attempt the same way. It must be
+// positive. Default: no limit but the context's (and, for each Redis
+// call, the Redis client's timeouts).
 func WithMaxWait(d time.Duration) LockOption {
 	return func(c *lockConfig) { c.maxWait, c.waitSet = d, true }
 }

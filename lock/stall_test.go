@@ -60,6 +60,10 @@ func TestCallsKeepDeadlinesWhenRedisStalls(t *testing.T) {
 			_, _, err := c.Lock(context.Background(), "other", lock.WithMaxWait(limit))
 			return err
 		}},
+		{"TryLock with WithMaxWait", func(ctx context.Context) error {
+			_, _, err := c.TryLock(context.Background(), "other", lock.WithMaxWait(limit))
+			return err
+		}},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), limit)
 		var err error
@@ -69,8 +73,8 @@ func TestCallsKeepDeadlinesWhenRedisStalls(t *testing.T) {
 		if took > limit+slack {
 			t.Errorf("%s took %v with a %v deadline", tc.name, took, limit)
 		}
-		if !errors.Is(err, lock.ErrNotObtained) {
-			t.Errorf("%s = %v, want ErrNotObtained", tc.name, err)
+		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s = %v, want ErrNotObtained and DeadlineExceeded", tc.name, err)
 		}
 	}
 	// The held lock's context has a 300 ms deadline, which has passed or

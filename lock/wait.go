@@ -100,7 +100,7 @@ func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confi
 			continue
 		case <-retry.C:
 		case <-ctx.Done():
-			return attemptResult{}, ended(ctx, h.key, remaining)
+			return attemptResult{}, ended(ctx, h.key, remaining, false)
 		}
 		select {
 		case <-me.wake: // this attempt sees every release announced so far
