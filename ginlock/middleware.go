@@ -158,8 +158,8 @@ func (m *middleware) busy(c *gin.Context, err error) bool {
 // may carry user data; the error it wraps is err.
 func (m *middleware) redacted(err error) error {
 	var missing *missingError
-	if errors.As(err, &missing) {
-		return err // names the missing value, not the key
+	if errors.As(err, &missing) || errors.Is(err, errMisconfigured) {
+		return err // names the value or the route, not the key
 	}
 	return &lockError{template: m.tmpl.text, err: err}
 }

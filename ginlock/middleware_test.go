@@ -177,8 +177,8 @@ func TestFailureHandler(t *testing.T) {
 }
 
 // TestRedisFailure checks that the handler does not run when the lock
-// cannot be taken: 503 when Redis or the Client is unavailable, 500 for
-// invalid lock options.
+// cannot be taken: 503 when Redis or the Client is unavailable (invalid
+// lock options are refused by New: TestMisconfigurationIsNotTheClientsFault).
 func TestRedisFailure(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -200,10 +200,6 @@ func TestRedisFailure(t *testing.T) {
 			_ = c.Close()
 			return c
 		}, nil, http.StatusServiceUnavailable, lock.ErrClosed},
-		{"bad lock option", func(t *testing.T) lock.Locker {
-			_, rdb := locktest.Mini(t)
-			return locktest.NewClient(t, rdb)
-		}, []ginlock.Option{ginlock.WithLockOptions(lock.WithLease(time.Millisecond))}, http.StatusInternalServerError, lock.ErrInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -139,6 +139,9 @@ func newConfig(t *template, opts []Option) (config, error) {
 	if cfg.retryAfter <= 0 {
 		return cfg, fmt.Errorf("WithRetryAfter(%v): the hint must be positive", cfg.retryAfter)
 	}
+	if err := lock.CheckLockOptions(cfg.lockOpts...); err != nil {
+		return cfg, fmt.Errorf("WithLockOptions: %w", err)
+	}
 	// Held until the handler chain returns, whatever the client does.
 	cfg.lockOpts = append(slices.Clip(cfg.lockOpts), lock.WithHoldUntilUnlock(), lock.WithMaxWait(limit))
 	if s := cfg.conflictStatus; s < 400 || s > 599 || http.StatusText(s) == "" {

@@ -153,6 +153,10 @@ func (t *template) key(c *gin.Context) (string, error) {
 	for i := range t.holes {
 		p := &t.holes[i]
 		v := p.value(c)
+		if v == "" && p.src == fromParam && c.FullPath() != "" && !routeHas(c.FullPath(), p.name) {
+			return "", fmt.Errorf("ginlock: template %q: route %q has no path parameter %q: %w",
+				t.text, c.FullPath(), p.name, errMisconfigured)
+		}
 		if v == "" {
 			return "", &missingError{what: sourceLabels[p.src] + " " + strconv.Quote(p.name)}
 		}
@@ -175,4 +179,19 @@ func (p *placeholder) value(c *gin.Context) string {
 		return p.fn(c)
 	}
 	return c.Param(p.name)
+}
+
+// errMisconfigured is wrapped by the error of a template that does not
+// fit its route: a server fault, answered 500, not the client's.
+var errMisconfigured = errors.New("the key template does not fit the route")
+
+// routeHas reports whether the route pattern path (gin's FullPath) has a
+// parameter name (":name" or "*name").
+func routeHas(path, name string) bool {
+	for seg := range strings.SplitSeq(path, "/") {
+		if seg == ":"+name || seg == "*"+name {
+			return true
+		}
+	}
+	return false
 }

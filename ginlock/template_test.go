@@ -183,7 +183,6 @@ func TestMissingValue(t *testing.T) {
 		{"query", "r:{query.year}", "/r", "/r", `query parameter "year" is missing or empty`},
 		{"empty query", "r:{query.year}", "/r", "/r?year=", `query parameter "year" is missing or empty`},
 		{"header", "r:{header.X-Tenant}", "/r", "/r", `header "X-Tenant" is missing or empty`},
-		{"param not in route", "r:{id}", "/r", "/r", `path parameter "id" is missing or empty`},
 		{"value", "r:{value.none}", "/r", "/r", `value "none" is missing or empty`},
 		{"second of two", "r:{id}:{query.v}", "/r/:id", "/r/1", `query parameter "v" is missing or empty`},
 	}
@@ -217,5 +216,36 @@ func TestMissingValue(t *testing.T) {
 	}
 	if n := cc.N(); n != 0 {
 		t.Fatalf("%d Redis commands sent, want 0", n)
+	}
+}
+
+// A template that does not fit its route, or lock options every request
+// would fail with, are server faults: caught at registration where they
+// can be, answered 500 (never 400) where they cannot.
+func TestMisconfigurationIsNotTheClientsFault(t *testing.T) {
+	if err := ginlock.Validate("orders:{id}", ginlock.WithLockOptions(lock.WithLease(5*time.Millisecond))); !errors.Is(err, lock.ErrInvalid) {
+		t.Errorf("Validate with a 5 ms lease = %v, want ErrInvalid", err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("New with a 5 ms lease did not panic")
+			}
+		}()
+		ginlock.New(&keyRecorder{}, "orders:{id}", ginlock.WithLockOptions(lock.WithLease(5*time.Millisecond)))
+	}()
+
+	var errs []error
+	locker := &keyRecorder{}
+	r := gin.New()
+	r.Use(errorsOf(&errs))
+	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{order_id}"), func(*gin.Context) { t.Error("handler ran") })
+	w := post(r, "/orders/42/pay")
+	checkProblem(t, w, http.StatusInternalServerError)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "order_id") || !strings.Contains(errs[0].Error(), "/orders/:id/pay") {
+		t.Errorf("c.Errors = %v, want one naming the parameter and the route", errs)
+	}
+	if len(locker.keys) != 0 {
+		t.Errorf("locked %v", locker.keys)
 	}
 }

@@ -165,6 +165,23 @@ func WithHoldUntilUnlock() LockOption {
 	return func(c *lockConfig) { c.untilUnlock = true }
 }
 
+// CheckLockOptions reports, as an error wrapping [ErrInvalid], whether
+// opts would make every Lock or TryLock fail, checked with the default
+// drift allowance (a Client with [WithDrift] checks its own again). Use it
+// to refuse a configuration when a service starts rather than on every
+// call, as package ginlock does when a route is registered.
+func CheckLockOptions(opts ...LockOption) error {
+	lc := lockConfig{lease: DefaultLease}
+	for _, o := range opts {
+		if o == nil {
+			return invalidf("nil lock option")
+		}
+		o(&lc)
+	}
+	var cfg config
+	return lc.validate(cfg.driftFor(lc.lease))
+}
+
 func checkLease(d time.Duration) error {
 	if d < MinLease {
 		return invalidf("lease %v is shorter than the minimum %v", d, MinLease)
