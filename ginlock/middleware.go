@@ -38,7 +38,8 @@ import (
 //     [lock.WithHoldUntilUnlock]). The lock context is cancelled with
 //     cause [context.Canceled] when the client goes away (the lock is still
 //     held: the handler decides whether to finish) and with cause
-//     [lock.ErrLost] if the lease is lost. c.Request is restored afterwards.
+//     [lock.ErrLost] if the lease is lost. Afterwards c.Request's context is
+//     the request's own again, with the values the inner chain attached.
 //
 // Answers are RFC 9457 problem bodies (Content-Type
 // application/problem+json); [WithConflictStatus] and [WithFailureHandler]
@@ -109,10 +110,10 @@ func (m *middleware) handle(c *gin.Context) {
 	}
 	prev, had := c.Get(keyName)
 	c.Set(keyName, key)
-	req := c.Request
-	c.Request = req.WithContext(held)
+	outer := c.Request.Context()
+	c.Request = c.Request.WithContext(held)
 	defer func() {
-		c.Request = req
+		c.Request = restore(outer, held, c.Request)
 		if had {
 			c.Set(keyName, prev)
 		}

@@ -170,3 +170,76 @@ func TestHandlerReenters(t *testing.T) {
 		t.Fatalf("status %d", w.Code)
 	}
 }
+
+// After the chain, an outer middleware sees the request's own context
+// again (not cancelled, the lock not held) with the values an inner
+// middleware attached, and context.Cause agrees with Err.
+func TestInnerRequestValuesSurvive(t *testing.T) {
+	_, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
+	type traceKey struct{}
+	var seen any
+	var held bool
+	var err, cause error
+	r := gin.New()
+	r.Use(func(c *gin.Context) {
+		c.Next()
+		ctx := c.Request.Context()
+		seen, held, err, cause = ctx.Value(traceKey{}), lock.Held(ctx, "orders:42"), ctx.Err(), context.Cause(ctx)
+	})
+	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), func(c *gin.Context) {
+		ctx, cancel := context.WithCancel(context.WithValue(c.Request.Context(), traceKey{}, "abc"))
+		defer cancel()
+		c.Request = c.Request.WithContext(ctx)
+	}, func(*gin.Context) {})
+	if w := post(r, "/orders/42/pay"); w.Code != http.StatusOK {
+		t.Fatalf("status %d", w.Code)
+	}
+	if seen != "abc" {
+		t.Errorf("outer middleware saw value %v, want the inner chain's abc", seen)
+	}
+	if held || err != nil || cause != nil {
+		t.Errorf("outer middleware saw Held %v, Err %v, Cause %v; want false, nil, nil", held, err, cause)
+	}
+}
+
+// A streaming handler stops on a lost lock when its step checks the
+// request's context: c.Stream by itself stops only on a disconnect.
+func TestStreamStopsOnLostLock(t *testing.T) {
+	_, rdb := locktest.Mini(t)
+	locker := locktest.NewClient(t, rdb)
+	cause := make(chan error, 1)
+	r := gin.New()
+	r.GET("/orders/:id/events", ginlock.New(locker, "orders:{id}",
+		ginlock.WithLockOptions(lock.WithFixedLease(200*time.Millisecond))), func(c *gin.Context) {
+		ctx := c.Request.Context()
+		c.Stream(func(w io.Writer) bool {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(20 * time.Millisecond):
+				c.SSEvent("progress", "working")
+				return true
+			}
+		})
+		cause <- context.Cause(ctx)
+	})
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	start := time.Now()
+	resp, err := srv.Client().Get(srv.URL + "/orders/42/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body) // until the handler ends the stream
+	resp.Body.Close()
+	if got := <-cause; !errors.Is(got, lock.ErrLost) {
+		t.Fatalf("stream ended with cause %v, want ErrLost", got)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("stream ran %v past a 200 ms lease", took)
+	}
+	if len(body) == 0 {
+		t.Error("no events streamed")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
@@ -50,8 +51,23 @@ func run(url, listen string, out io.Writer) error {
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
+	payments := &ledger{last: make(map[string]uint64)}
 	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), func(c *gin.Context) {
-		c.String(http.StatusOK, "paid order %s", c.Param("id")) // c.Request.Context() holds the lock
+		// The lock is held until this handler returns, even if the client
+		// goes away, so the payment is finished once it started; the
+		// fencing token lets the ledger refuse a writer whose lease ended
+		// (a paused process, say).
+		token, ok := ginlock.FencingToken(c)
+		if !ok {
+			c.Status(http.StatusServiceUnavailable) // the lease was lost
+			return
+		}
+		if err := payments.record(c.Param("id"), token); err != nil {
+			_ = c.Error(err)
+			c.Status(http.StatusServiceUnavailable)
+			return
+		}
+		c.String(http.StatusOK, "paid order %s", c.Param("id"))
 	})
 	if listen != "" {
 		return r.Run(listen)
@@ -81,4 +97,22 @@ func run(url, listen string, out io.Writer) error {
 		return err
 	}
 	return pay() // the other replica is done: this one pays
+}
+
+// ledger stands for the payment store: it accepts a write for an order
+// only with a fencing token larger than the last one it saw, the check a
+// database makes with a conditional UPDATE.
+type ledger struct {
+	mu   sync.Mutex
+	last map[string]uint64 // order → fencing token of the last payment
+}
+
+func (l *ledger) record(order string, token uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if token <= l.last[order] {
+		return fmt.Errorf("order %s: stale fencing token %d (last %d)", order, token, l.last[order])
+	}
+	l.last[order] = token
+	return nil
 }

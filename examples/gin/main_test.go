@@ -12,7 +12,7 @@ func TestRun(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 2 ||
-		!strings.HasPrefix(lines[0], `409 Conflict, Retry-After "30": {"type":"about:blank"`) ||
+		!strings.HasPrefix(lines[0], `409 Conflict, Retry-After "1": {"type":"about:blank"`) ||
 		lines[1] != `200 OK, Retry-After "": paid order 42` {
 		t.Fatalf("output:\n%s", out.String())
 	}
