@@ -43,20 +43,27 @@ end
 if claim > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
   local now = now_ms()
   local o, d, dropped = first(now)
-  if o == ARGV[1] then
-    redis.call('LPOP', KEYS[3])
-    redis.call('HDEL', KEYS[4], o)
+  if dropped and o then
+    -- The waiters before o missed their turns: o's begins now. Their
+    -- process is most likely dead, and so may be the processes of the
+    -- waiters behind them: until o's turn ends, the key goes to the first
+    -- queued waiter that asks, so that dead processes do not hold it up
+    -- one claim window each.
+    d = announce(o, now, claim, ARGV[6], ARGV[1])
+    redis.call('HSET', KEYS[2], 'open', d)
+  end
+  local open = waits and tonumber(redis.call('HGET', KEYS[2], 'open') or '0') > now
+  if o == ARGV[1] or (o and open) then
+    redis.call('LREM', KEYS[3], 1, ARGV[1])
+    redis.call('HDEL', KEYS[4], ARGV[1])
   elseif o then
-    if dropped then
-      -- The waiters before o missed their turns: o's begins now.
-      d = announce(o, now, claim, ARGV[6], ARGV[1])
-    end
     if waits then
       enqueue(ARGV[1], d + claim, now)
     end
     return {-2, d - now}
   end
 end
+redis.call('HDEL', KEYS[2], 'open')
 local token = redis.call('HINCRBY', KEYS[2], 'token', 1)
 redis.call('HSET', KEYS[1], ARGV[1], 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])

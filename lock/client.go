@@ -45,6 +45,7 @@ type Client struct {
 	stop      context.CancelFunc
 	closeOnce sync.Once
 	closed    chan struct{} // closed when Close returns
+	closeBy   time.Time     // when Close returns at the latest; set before life ends
 	tasks     tasks         // the Client's goroutines
 	wd        *watchdog
 	wt        *waiters
@@ -159,6 +160,7 @@ func (c *Client) Close() error {
 	}
 	defer close(c.closed)
 	deadline := time.Now().Add(closeTimeout)
+	c.closeBy = deadline
 	c.stop()
 	holds := c.wd.closeAll()
 	c.releaseAll(holds, deadline.Add(-closeTimeout/2))
@@ -291,6 +293,12 @@ func (c *Client) obtain(cl *call, opts []LockOption, outer *level) (*level, erro
 	return c.take(cl, lc, outer)
 }
 
+// cutOff reports whether err is that of a Redis call that ctx, the call's
+// context, cut off: not an answer, nor what ended a hold.
+func cutOff(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() != nil && !errors.Is(err, ErrNotObtained) && err != ErrClosed && err != ErrLost
+}
+
 // errWaitLimit is the cause of a call context whose wait limit passed.
 var errWaitLimit = errors.New("lock: wait limit passed")
 
@@ -329,8 +337,13 @@ func ended(ctx context.Context, key string, remaining time.Duration, cutOff bool
 }
 
 func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
+	ctx, cancel := c.callContext(cl, lc)
+	defer cancel()
 	if outer != nil {
-		lvl, err := outer.h.enter(cl, outer)
+		lvl, err := outer.h.enter(ctx, cl, outer)
+		if cutOff(ctx, err) && err != errReleased {
+			err = ended(ctx, cl.a.Key, 0, true)
+		}
 		if err != errReleased {
 			return lvl, err
 		}
@@ -339,8 +352,6 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 	if err := cl.ctx.Err(); err != nil {
 		return nil, errors.Join(&NotObtainedError{Key: cl.a.Key}, err)
 	}
-	ctx, cancel := c.callContext(cl, lc)
-	defer cancel()
 	h := c.newHold(cl.ctx, cl.a.Key, lc)
 	// A waiter joins this process's queue of the key before its first
 	// attempt where the key is subscribed to already, so no turn announced
@@ -367,8 +378,8 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 		c.wt.leave(q, me)
 	}
 	switch {
-	case err != nil && ctx.Err() != nil && !errors.Is(err, ErrNotObtained) && err != ErrClosed:
-		return nil, ended(ctx, cl.a.Key, 0, true) // a Redis call was cut off
+	case cutOff(ctx, err):
+		return nil, ended(ctx, cl.a.Key, 0, true)
 	case err != nil:
 		return nil, err
 	case !res.ok:

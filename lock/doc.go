@@ -20,7 +20,9 @@
 // goroutine act for the holder, the Go form of "the same thread". Locking
 // the same key again with a holding context re-enters: the hold count goes
 // up and nothing waits. Any other context contends for the key. Each
-// [UnlockFunc] releases one hold level; only the outermost deletes the key.
+// [UnlockFunc] releases one hold level, and the levels entered through it
+// (unlock in reverse order, as defer does); the key is deleted when no
+// level is left.
 //
 // # Leases and loss
 //

@@ -2,14 +2,14 @@ package lock
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
 
 // errNodeTimeout marks a quorum node that did not answer within the node
-// timeout.
-var errNodeTimeout = errors.New("no answer within the node timeout")
+// timeout; it matches [context.DeadlineExceeded].
+var errNodeTimeout = fmt.Errorf("no answer within the node timeout: %w", context.DeadlineExceeded)
 
 // nodeResult is one node's answer to a fanned-out call.
 type nodeResult[T any] struct {
@@ -23,8 +23,10 @@ type nodeResult[T any] struct {
 // is also bounded by it, and a node silent for longer counts as failed with
 // errNodeTimeout. Calls still under way go on in the background until the
 // Redis client gives up, so no caller waits past its deadline whatever the
-// Redis client does with deadlines; a context that can never be done (one
-// node, no timeout) runs the call inline.
+// Redis client does with deadlines.
+//
+// With one node and no timeout, a context that can never be done runs the
+// call in the caller's goroutine.
 func fanOut[T any](c *Client, ctx context.Context, timeout time.Duration, call func(context.Context, *node) (T, error)) []nodeResult[T] {
 	if timeout == 0 && ctx.Done() == nil {
 		v, err := call(ctx, c.nodes[0])
@@ -50,8 +52,9 @@ func fanOut[T any](c *Client, ctx context.Context, timeout time.Duration, call f
 		if started {
 			results[i].err = errNodeTimeout
 			pending++
-		} else {
-			results[i].err = ErrClosed
+		} else { // closed: the janitor's last cleanups run here
+			v, err := call(ctx, nd)
+			results[i] = nodeResult[T]{v, err}
 		}
 	}
 	var expired <-chan time.Time

@@ -44,10 +44,10 @@ type hold struct {
 	// goroutine uses it.
 	mayHold bool
 
-	ops        sync.Mutex // serialises the hold count's changes in Redis
-	mu         sync.Mutex // guards what follows; never held over a Redis call
-	levels     []*level   // live levels, outermost first
-	end        error      // nil while held; then errDone, ErrLost or ErrClosed
+	ops        chan struct{} // capacity 1: serialises the hold count's changes in Redis
+	mu         sync.Mutex    // guards what follows; never held over a Redis call
+	levels     []*level      // live levels, outermost first
+	end        error         // nil while held; then errDone, ErrLost or ErrClosed
 	validUntil time.Time
 	timer      *time.Timer // ends the hold with ErrLost at validUntil
 }
@@ -86,8 +86,28 @@ func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hol
 		lease:  lc.lease,
 		fixed:  lc.fixed,
 		parent: parent,
+		ops:    make(chan struct{}, 1),
 	}
 }
+
+// lockOps waits until the hold count is this caller's to change in Redis,
+// or until ctx is done (a command of the hold stuck in a stalled Redis
+// must not hold other callers past their deadlines); it reports which.
+func (h *hold) lockOps(ctx context.Context) bool {
+	select {
+	case h.ops <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case h.ops <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (h *hold) unlockOps() { <-h.ops }
 
 // validity is how long after sending a command that set the lease the
 // holder may count on it: the lease less the drift allowance.
@@ -166,7 +186,8 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 	if !h.c.wd.add(h, res.sent) {
 		h.timer.Stop()
 		h.end = ErrClosed
-		return nil, ErrClosed // the lease lapses
+		h.c.jan.abandon(h, true, 0) // released before Close returns, if Redis answers
+		return nil, ErrClosed
 	}
 	return h.newLevelLocked(cl), nil
 }
@@ -174,9 +195,11 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 // enter re-enters the hold through via, the level cl's context carries:
 // one more hold count in Redis. It returns the cause when the hold has
 // ended, and errReleased when via was unlocked meanwhile.
-func (h *hold) enter(cl *call, via *level) (*level, error) {
-	h.ops.Lock()
-	defer h.ops.Unlock()
+func (h *hold) enter(ctx context.Context, cl *call, via *level) (*level, error) {
+	if !h.lockOps(ctx) {
+		return nil, ended(ctx, h.key, 0, true)
+	}
+	defer h.unlockOps()
 	h.mu.Lock()
 	h.checkValidityLocked()
 	end, unlocked, n := h.end, via.unlocked, len(h.levels)+1
@@ -191,7 +214,7 @@ func (h *hold) enter(cl *call, via *level) (*level, error) {
 		return nil, errors.Join(&NotObtainedError{Key: h.key}, err)
 	}
 	c := h.c
-	rs := fanOut(c, cl.rctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
+	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
 		return nd.acquire(ctx, h, n, false)
 	})
 	var v votes
@@ -247,8 +270,18 @@ func (h *hold) newLevelLocked(cl *call) *level {
 // level's UnlockFunc.
 func (l *level) unlock() error {
 	h := l.h
-	h.ops.Lock()
-	defer h.ops.Unlock()
+	h.mu.Lock()
+	unlocked := l.unlocked
+	h.mu.Unlock()
+	if unlocked {
+		return ErrNotHeld
+	}
+	ctx, cancel := unlockContext(l.ctx)
+	defer cancel()
+	if !h.lockOps(ctx) {
+		return l.abandon(ctx)
+	}
+	defer h.unlockOps()
 	h.mu.Lock()
 	if l.unlocked {
 		h.mu.Unlock()
@@ -271,10 +304,10 @@ func (l *level) unlock() error {
 	var err error
 	switch end {
 	case nil:
-		err = h.unlockRelease(l.ctx, n)
+		err = h.unlockRelease(ctx, n)
 	case ErrLost:
 		if n == 0 {
-			_ = h.unlockRelease(l.ctx, 0) // lets others in sooner if the key is still ours
+			_ = h.unlockRelease(ctx, 0) // lets others in sooner if the key is still ours
 		}
 		err = ErrLost
 	case ErrClosed:
@@ -355,24 +388,65 @@ func (h *hold) releaseVotes(ctx context.Context, n int) (votes, string) {
 	return v, rs[0].val.next
 }
 
-// unlockRelease is an unlock's release: it runs without the cancellation
-// of ctx, the level's context, and waits for Redis until ctx's deadline
-// (at least unlockGrace from now) or, without one, releaseTimeout. A final
-// release Redis did not confirm by then goes on in the background.
-func (h *hold) unlockRelease(ctx context.Context, n int) error {
+// unlockContext is the context of an unlock's Redis calls: without the
+// cancellation of ctx, the level's context, so that a cancelled request
+// still releases, and until ctx's deadline (at least unlockGrace from now)
+// or, without one, releaseTimeout.
+func unlockContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	deadline := time.Now().Add(releaseTimeout)
 	if d, ok := ctx.Deadline(); ok {
 		deadline = maxTime(d, time.Now()).Add(unlockGrace)
 	}
-	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-	defer cancel()
-	err := h.release(rctx, n)
-	if err != nil && err != ErrLost && rctx.Err() != nil {
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
+}
+
+// unlockRelease is an unlock's release within ctx (see unlockContext). A
+// final release Redis did not confirm by then goes on in the background.
+func (h *hold) unlockRelease(ctx context.Context, n int) error {
+	err := h.release(ctx, n)
+	if err != nil && err != ErrLost && ctx.Err() != nil {
 		if n == 0 {
 			h.c.jan.abandon(h, true, 0)
 		}
-		return fmt.Errorf("lock: release %q not confirmed in time (it goes on in the background): %w", h.key, rctx.Err())
+		return fmt.Errorf("lock: release %q not confirmed in time (it goes on in the background): %w", h.key, ctx.Err())
 	}
+	return err
+}
+
+// abandon ends l, whose unlock could not send its release before ctx's
+// deadline because another command of the hold is stuck in Redis: the
+// level ends here, and the janitor releases the owner if that was the
+// last one.
+func (l *level) abandon(ctx context.Context) error {
+	h := l.h
+	h.mu.Lock()
+	if l.unlocked {
+		h.mu.Unlock()
+		return ErrNotHeld
+	}
+	ended := h.innerLocked(l)
+	for _, x := range ended {
+		x.unlocked = true
+	}
+	h.levels = slices.DeleteFunc(h.levels, func(x *level) bool { return slices.Contains(ended, x) })
+	last := len(h.levels) == 0
+	err := fmt.Errorf("lock: release %q not confirmed in time (it goes on in the background): %w", h.key, ctx.Err())
+	if h.end == nil {
+		for _, x := range ended {
+			h.c.reportRelease(x, err)
+		}
+	}
+	if last {
+		h.endLocked(errDone)
+	}
+	h.mu.Unlock()
+	if last {
+		h.c.jan.abandon(h, true, 0)
+	}
+	for _, x := range ended[1:] {
+		x.cancel(errOuterUnlocked)
+	}
+	l.cancel(nil)
 	return err
 }
 

@@ -29,11 +29,13 @@ const (
 // confirm in time. It is one goroutine per Client, which retries until
 // Redis confirmed the cleanup twice, settle apart, so that such an owner
 // blocks no key for longer than one claim window after Redis answers
-// again. It stops at Close.
+// again. At Close it goes on with what is pending (an attempt Close cut
+// off, say) until Close's deadline, then stops.
 type janitor struct {
 	c       *Client
 	mu      sync.Mutex
 	pending map[*hold]*chore
+	stopped bool          // run has returned: cleanups run on their own
 	kick    chan struct{} // capacity 1
 }
 
@@ -58,6 +60,11 @@ func (j *janitor) abandon(h *hold, mayHold bool, wait time.Duration) {
 		return // no queue to leave
 	}
 	j.mu.Lock()
+	if j.stopped {
+		j.mu.Unlock()
+		go cleanOnce(h, mayHold)
+		return
+	}
 	ch := j.pending[h]
 	if ch == nil {
 		ch = &chore{done: make(chan struct{})}
@@ -79,20 +86,53 @@ func (j *janitor) abandon(h *hold, mayHold bool, wait time.Duration) {
 }
 
 func (j *janitor) run() {
+	defer j.stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	life := j.c.life.Done()
+	var closing <-chan time.Time
 	for {
 		select {
-		case <-j.c.life.Done():
+		case <-life:
+			life = nil
+			t := time.NewTimer(time.Until(j.c.closeBy))
+			defer t.Stop()
+			closing = t.C
+		case <-closing:
 			return
 		case <-j.kick:
 		case <-retry.C:
 		}
 		if j.sweep() {
 			retry.Reset(janitorRetry)
+		} else if life == nil {
+			return // closed, nothing left
 		}
 	}
+}
+
+// stop hands what is still pending, and what comes later (an acquisition
+// Close could not cut off, finishing after it), to cleanOnce.
+func (j *janitor) stop() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.stopped = true
+	for h, ch := range j.pending {
+		if ch.confirmed.IsZero() {
+			go cleanOnce(h, ch.mayHold)
+		}
+	}
+	clear(j.pending)
+}
+
+// cleanOnce is a cleanup after the janitor stopped: one try, bounded by
+// cleanupTimeout and the Redis client's own timeouts; if it fails, a key
+// the owner may hold lapses with its lease.
+func cleanOnce(h *hold, mayHold bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	h.clean(ctx, mayHold)
 }
 
 // sweep runs the cleanups that are due and reports whether any is left.
@@ -111,7 +151,11 @@ func (j *janitor) sweep() bool {
 		j.mu.Lock()
 		mayHold := ch.mayHold
 		j.mu.Unlock()
-		ctx, cancel := context.WithTimeout(j.c.life, cleanupTimeout)
+		deadline := time.Now().Add(cleanupTimeout)
+		if j.c.isClosed() {
+			deadline = j.c.closeBy
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		ok := h.clean(ctx, mayHold)
 		cancel()
 		if !ok {
