@@ -60,6 +60,11 @@ func New(locker lock.Locker, key string, opts ...Option) gin.HandlerFunc {
 	if err == nil && isNil(locker) {
 		err = fmt.Errorf("ginlock: New(nil Locker, %q)", key)
 	}
+	if c, ok := locker.(optionChecker); ok && err == nil {
+		if err = c.CheckLockOptions(m.cfg.lockOpts...); err != nil {
+			err = fmt.Errorf("ginlock: template %q: WithLockOptions: %w", key, err)
+		}
+	}
 	if err != nil {
 		panic(err)
 	}
@@ -72,6 +77,12 @@ func New(locker lock.Locker, key string, opts ...Option) gin.HandlerFunc {
 func Validate(key string, opts ...Option) error {
 	_, err := newMiddleware(key, opts)
 	return err
+}
+
+// optionChecker is a Locker that checks lock options against its own
+// defaults, as [lock.Client.CheckLockOptions] does.
+type optionChecker interface {
+	CheckLockOptions(opts ...lock.LockOption) error
 }
 
 func isNil(l lock.Locker) bool {
@@ -114,9 +125,10 @@ func (m *middleware) handle(c *gin.Context) {
 	c.Request = c.Request.WithContext(held)
 	defer func() {
 		c.Request = restore(outer, held, c.Request)
-		if had {
-			c.Set(keyName, prev)
+		if !had {
+			prev = "" // Key(c) is "" again; the key leaves c.Keys
 		}
+		c.Set(keyName, prev)
 		if err := unlock(); err != nil {
 			_ = c.Error(m.redacted(err))
 		}

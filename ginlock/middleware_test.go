@@ -104,7 +104,7 @@ func TestRetryAfter(t *testing.T) {
 	}{
 		{&lock.NotObtainedError{Key: "k", RemainingLease: 30 * time.Second}, 0, "1"},
 		{&lock.NotObtainedError{Key: "k", RemainingLease: 30 * time.Second}, 5 * time.Second, "5"},
-		{&lock.NotObtainedError{Key: "k", RemainingLease: 2500 * time.Millisecond}, 5 * time.Second, "3"},
+		{&lock.NotObtainedError{Key: "k", RemainingLease: 2500 * time.Millisecond}, 5 * time.Second, "2"}, // never past the lease
 		{&lock.NotObtainedError{Key: "k", RemainingLease: time.Millisecond}, 5 * time.Second, "1"},
 		{&lock.NotObtainedError{Key: "k"}, 5 * time.Second, "5"}, // lease unknown
 		{lock.ErrNotObtained, 0, "1"},

@@ -29,12 +29,12 @@ func (m *middleware) answer(c *gin.Context, err error) {
 	case errors.As(err, &missing):
 		writeProblem(c, http.StatusBadRequest, missing.what+" is missing or empty")
 	case m.busy(c, err):
-		hint := m.cfg.retryAfter
+		secs := retryAfter(m.cfg.retryAfter)
 		var held *lock.NotObtainedError
 		if errors.As(err, &held) && held.RemainingLease > 0 {
-			hint = min(hint, held.RemainingLease)
+			// Never past the lease: whole seconds rounded down, at least 1.
+			secs = min(secs, max(int(held.RemainingLease/time.Second), 1))
 		}
-		secs := retryAfter(hint)
 		c.Header("Retry-After", strconv.Itoa(secs))
 		writeProblem(c, m.cfg.conflictStatus,
 			"another request holds the lock on this resource; retry in "+strconv.Itoa(secs)+" s")

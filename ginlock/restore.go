@@ -22,37 +22,46 @@ func restore(outer context.Context, lockCtx context.Context, req *http.Request) 
 // afterChain is outer with the values the inner chain added below the lock
 // context. A value the inner context shares with the lock context came
 // from the lock context or above it, and is outer's instead, and so is
-// the context package's own: so the lock and its cancellation are gone.
+// what context.Cause and cancellation look up: so the lock and its
+// cancellation are gone.
 type afterChain struct {
 	context.Context // outer
 	lockCtx, inner  context.Context
 }
 
 func (a *afterChain) Value(key any) any {
+	if key == cancelKey {
+		return a.Context.Value(key)
+	}
 	v := a.inner.Value(key)
-	if same(v, a.lockCtx.Value(key)) || fromContextPackage(v) {
+	if same(v, a.lockCtx.Value(key)) {
 		return a.Context.Value(key)
 	}
 	return v
 }
 
-// fromContextPackage reports whether v is the context package's own
-// bookkeeping (what context.Cause and cancellation look up): that is
-// outer's, never the inner chain's.
-func fromContextPackage(v any) bool {
-	t := reflect.TypeOf(v)
-	if t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return t != nil && t.PkgPath() == "context"
+// cancelKey is the context package's own key for the cancellation a
+// context derives from, found once by asking context.Cause for it.
+var cancelKey = func() any {
+	p := &keyProbe{}
+	_ = context.Cause(p)
+	return p.key
+}()
+
+type keyProbe struct {
+	context.Context
+	key any
 }
 
-// same reports whether a and b are equal; values that cannot be compared
-// count as different.
+func (p *keyProbe) Value(key any) any { p.key = key; return nil }
+func (p *keyProbe) Err() error        { return context.Canceled } // so Cause looks further
+
+// same reports whether a and b are the same value; values that cannot be
+// compared (maps, slices, also inside interfaces) count as different.
 func same(a, b any) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	t := reflect.TypeOf(a)
-	return t == reflect.TypeOf(b) && t.Comparable() && a == b
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	return va.Type() == vb.Type() && va.Comparable() && vb.Comparable() && a == b
 }

@@ -276,15 +276,11 @@ func outcomeOf(err error) Outcome {
 
 // obtain validates the call, then re-enters outer or takes the key afresh.
 func (c *Client) obtain(cl *call, opts []LockOption, outer *level) (*level, error) {
-	key := cl.a.Key
-	lc := lockConfig{lease: c.cfg.lease}
-	for _, o := range opts {
-		o(&lc)
-	}
-	if err := checkKey(key); err != nil {
+	if err := checkKey(cl.a.Key); err != nil {
 		return nil, err
 	}
-	if err := lc.validate(c.cfg.driftFor(lc.lease)); err != nil {
+	lc, err := c.cfg.lockConfig(opts)
+	if err != nil {
 		return nil, err
 	}
 	if c.isClosed() {

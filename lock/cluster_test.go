@@ -92,6 +92,7 @@ func waitShardSubscribed(t *testing.T, cl *redistest.Cluster, ch string) {
 }
 
 func TestClusterWatchdogRenewsOnEveryMaster(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	cl := redistest.StartCluster(t, 3)
 	keys := spreadKeys(t, cl.Client(t), 3, 2)
 	rec := &recorder{}

@@ -287,11 +287,7 @@ func (l *level) unlock() error {
 		h.mu.Unlock()
 		return ErrNotHeld
 	}
-	ended := h.innerLocked(l)
-	for _, x := range ended {
-		x.unlocked = true
-	}
-	h.levels = slices.DeleteFunc(h.levels, func(x *level) bool { return slices.Contains(ended, x) })
+	ended := h.endLevelsLocked(l)
 	n := len(h.levels)
 	reported := h.end != nil // the loss or Close that ended the hold told the observer
 	h.checkValidityLocked()
@@ -332,6 +328,17 @@ func (l *level) unlock() error {
 		l.cancel(nil)
 	}
 	return err
+}
+
+// endLevelsLocked marks l and the levels entered through it unlocked,
+// takes them out of the hold and returns them, l first.
+func (h *hold) endLevelsLocked(l *level) []*level {
+	ended := h.innerLocked(l)
+	for _, x := range ended {
+		x.unlocked = true
+	}
+	h.levels = slices.DeleteFunc(h.levels, func(x *level) bool { return slices.Contains(ended, x) })
+	return ended
 }
 
 // innerLocked returns l and, innermost last, the live levels entered
@@ -408,9 +415,15 @@ func (h *hold) unlockRelease(ctx context.Context, n int) error {
 		if n == 0 {
 			h.c.jan.abandon(h, true, 0)
 		}
-		return fmt.Errorf("lock: release %q not confirmed in time (it goes on in the background): %w", h.key, ctx.Err())
+		return h.notConfirmed(ctx)
 	}
 	return err
+}
+
+// notConfirmed is the error of an unlock whose release Redis did not
+// confirm before ctx's deadline.
+func (h *hold) notConfirmed(ctx context.Context) error {
+	return fmt.Errorf("lock: release %q not confirmed in time (it goes on in the background): %w", h.key, ctx.Err())
 }
 
 // abandon ends l, whose unlock could not send its release before ctx's
@@ -424,13 +437,9 @@ func (l *level) abandon(ctx context.Context) error {
 		h.mu.Unlock()
 		return ErrNotHeld
 	}
-	ended := h.innerLocked(l)
-	for _, x := range ended {
-		x.unlocked = true
-	}
-	h.levels = slices.DeleteFunc(h.levels, func(x *level) bool { return slices.Contains(ended, x) })
+	ended := h.endLevelsLocked(l)
 	last := len(h.levels) == 0
-	err := fmt.Errorf("lock: release %q not confirmed in time (it goes on in the background): %w", h.key, ctx.Err())
+	err := h.notConfirmed(ctx)
 	if h.end == nil {
 		for _, x := range ended {
 			h.c.reportRelease(x, err)

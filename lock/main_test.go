@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,8 +22,8 @@ func TestMain(m *testing.M) {
 		holdForever(addr)
 		return
 	}
-	if addr := os.Getenv("LOCKKIT_CHILD_WAIT"); addr != "" {
-		waitForever(addr)
+	if v := os.Getenv("LOCKKIT_CHILD_WAIT"); v != "" {
+		waitForever(v)
 		return
 	}
 	goleak.VerifyTestMain(m)
@@ -45,26 +46,28 @@ func holdForever(addr string) {
 	select {}
 }
 
-// childWaiters is how many waiters the child process of
-// TestDeadProcessWaitersStallNoMoreThanTwoWindows queues.
-const childWaiters = 20
-
-// waitForever is the child process of
-// TestDeadProcessWaitersStallNoMoreThanTwoWindows: it queues childWaiters
-// Lock calls for the key "deadq", says so on stdout once Redis has them
-// all, and waits until it is killed.
-func waitForever(addr string) {
+// waitForever is the child process of TestDeadProcessesStallAFreeKey:
+// v is "addr,key,n,want". It queues n Lock calls of key, says "queued" on
+// stdout once the key's queue in Redis has at least want waiters (those of
+// earlier children included), and waits until it is killed.
+func waitForever(v string) {
+	var addr, key string
+	var n, want int64
+	if _, err := fmt.Sscanf(strings.ReplaceAll(v, ",", " "), "%s %s %d %d", &addr, &key, &n, &want); err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	c, err := lock.New(rdb)
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	for i := 0; i < childWaiters; i++ {
-		go func() { _, _, _ = c.Lock(context.Background(), "deadq") }()
+	for range n {
+		go func() { _, _, _ = c.Lock(context.Background(), key) }()
 	}
-	for rdb.LLen(context.Background(), "lockkit:{deadq}:queue").Val() < childWaiters {
-		time.Sleep(5 * time.Millisecond)
+	for rdb.LLen(context.Background(), "lockkit:{"+key+"}:queue").Val() < want {
+		time.Sleep(2 * time.Millisecond)
 	}
 	fmt.Println("queued")
 	select {}

@@ -79,6 +79,7 @@ func hammer(t *testing.T, lockers []lock.Locker, data redis.Cmdable, keys []stri
 // TestMutualExclusion runs 50 goroutines × 200 critical sections on one key
 // through three Clients with their own connection pools.
 func TestMutualExclusion(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	srv, rdb := newReal(t)
 	var lockers []lock.Locker
 	for range 3 {
@@ -90,6 +91,7 @@ func TestMutualExclusion(t *testing.T) {
 // TestClusterMutualExclusion does the same on a 3-master Redis Cluster,
 // with keys spread over every master.
 func TestClusterMutualExclusion(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	cl := redistest.StartCluster(t, 3)
 	data := cl.Client(t)
 	var lockers []lock.Locker
@@ -101,6 +103,7 @@ func TestClusterMutualExclusion(t *testing.T) {
 
 // TestQuorumMutualExclusion does the same in quorum mode over 3 masters.
 func TestQuorumMutualExclusion(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	srvs, clients := quorumOf(t, 3)
 	var lockers []lock.Locker
 	for range 3 {

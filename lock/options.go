@@ -171,15 +171,27 @@ func WithHoldUntilUnlock() LockOption {
 // to refuse a configuration when a service starts rather than on every
 // call, as package ginlock does when a route is registered.
 func CheckLockOptions(opts ...LockOption) error {
-	lc := lockConfig{lease: DefaultLease}
+	_, err := (&config{lease: DefaultLease}).lockConfig(opts)
+	return err
+}
+
+// CheckLockOptions is [CheckLockOptions] with this Client's default lease
+// and drift allowance: nil when the Client's Lock and TryLock accept opts.
+func (c *Client) CheckLockOptions(opts ...LockOption) error {
+	_, err := c.cfg.lockConfig(opts)
+	return err
+}
+
+// lockConfig applies opts over the Client's defaults and validates them.
+func (c *config) lockConfig(opts []LockOption) (lockConfig, error) {
+	lc := lockConfig{lease: c.lease}
 	for _, o := range opts {
 		if o == nil {
-			return invalidf("nil lock option")
+			return lc, invalidf("nil lock option")
 		}
 		o(&lc)
 	}
-	var cfg config
-	return lc.validate(cfg.driftFor(lc.lease))
+	return lc, lc.validate(c.driftFor(lc.lease))
 }
 
 func checkLease(d time.Duration) error {

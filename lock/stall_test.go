@@ -241,6 +241,7 @@ func (h *stickHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // its lease, and the hung leases are renewed again on another connection
 // before their validity ends.
 func TestStuckRenewalAffectsOnlyItsLeases(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	_, rdb := newReal(t)
 	hook := &stickHook{key: "lockkit:{stuck}", stuck: make(chan struct{}), free: make(chan struct{})}
 	rdb.AddHook(hook)

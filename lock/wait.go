@@ -112,6 +112,10 @@ func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confi
 			continue
 		}
 		res, err := h.attempt(ctx, true)
+		if err != nil && ctx.Err() != nil {
+			// Cut off: the key was held at the last answer.
+			return attemptResult{}, ended(ctx, h.key, remaining, false)
+		}
 		if err != nil || res.ok {
 			return res, err
 		}

@@ -11,6 +11,7 @@ import (
 )
 
 func TestWatchdogKeepsLeaseThenStops(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	srv, rdb := newReal(t)
 	rec := &recorder{}
 	c := locktest.NewClient(t, srv.Client(t), lock.WithDefaultLease(time.Second), lock.WithObserver(rec))
