@@ -46,24 +46,29 @@ if claim > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
   if dropped and o then
     -- The waiters before o missed their turns: o's begins now. Their
     -- process is most likely dead, and so may be the processes of the
-    -- waiters behind them: until o's turn ends, the key goes to the first
-    -- queued waiter that asks, so that dead processes do not hold it up
-    -- one claim window each.
+    -- waiters behind them: after a grace of a tenth of the window, which
+    -- lets a live o take its turn, the key goes to the first queued waiter
+    -- that asks until o's turn ends, so that dead processes do not hold it
+    -- up one claim window each.
     d = announce(o, now, claim, ARGV[6], ARGV[1])
-    redis.call('HSET', KEYS[2], 'open', d)
+    redis.call('HSET', KEYS[2], 'open', now + math.floor(claim / 10), 'open_until', d)
   end
-  local open = waits and tonumber(redis.call('HGET', KEYS[2], 'open') or '0') > now
-  if o == ARGV[1] or (o and open) then
+  local from = tonumber(redis.call('HGET', KEYS[2], 'open') or '0')
+  local open = from > 0 and now < tonumber(redis.call('HGET', KEYS[2], 'open_until') or '0')
+  if o == ARGV[1] or (o and waits and open and from <= now) then
     redis.call('LREM', KEYS[3], 1, ARGV[1])
     redis.call('HDEL', KEYS[4], ARGV[1])
   elseif o then
     if waits then
       enqueue(ARGV[1], d + claim, now)
     end
+    if open and from > now then
+      return {-2, from - now} -- come back when the turn opens
+    end
     return {-2, d - now}
   end
 end
-redis.call('HDEL', KEYS[2], 'open')
+redis.call('HDEL', KEYS[2], 'open', 'open_until')
 local token = redis.call('HINCRBY', KEYS[2], 'token', 1)
 redis.call('HSET', KEYS[1], ARGV[1], 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])

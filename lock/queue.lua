@@ -15,9 +15,10 @@
 -- kept for it for the claim window and the turn is announced on the
 -- channel as "<from> <owner>". A waiter that misses its turn is dropped,
 -- with every other waiter of its Client, and the next one gets the turn;
--- during that turn the key goes to whichever queued waiter asks first
--- (field 'open' of the fence hash), so that waiters of several dead
--- processes stall a free key one claim window in all, not one each.
+-- from a tenth of the window into that turn the key goes to whichever
+-- queued waiter asks first (fields 'open' and 'open_until' of the fence
+-- hash), so that waiters of several dead processes stall a free key about
+-- one claim window in all, not one each.
 
 local function now_ms()
   local t = redis.call('TIME')

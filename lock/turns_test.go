@@ -84,7 +84,11 @@ func TestLeavingWaitersDoNotExtendADeadTurn(t *testing.T) {
 		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
 		for i := 0; i < 15; i++ {
-			go func() { _, _, _ = quitters.Lock(ctx, "livelock", lock.WithMaxWait(300*time.Millisecond)) }()
+			go func() {
+				if _, unlock, err := quitters.Lock(ctx, "livelock", lock.WithMaxWait(300*time.Millisecond)); err == nil {
+					_ = unlock()
+				}
+			}()
 			select {
 			case <-tick.C:
 			case <-stop:
