@@ -46,6 +46,7 @@ func spreadKeys(t *testing.T, rdb *redis.ClusterClient, masters, n int) []string
 }
 
 func TestClusterWakeUpAcrossMasters(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	cl := redistest.StartCluster(t, 3)
 	keys := spreadKeys(t, cl.Client(t), 3, 1)
 	holder := locktest.NewClient(t, cl.Client(t))
@@ -128,6 +129,7 @@ func TestClusterWatchdogRenewsOnEveryMaster(t *testing.T) {
 // their leases are still renewed on the healthy masters. It runs once with
 // go-redis's default cluster options and once with short timeouts.
 func TestClusterMasterDownLosesOnlyItsLocks(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	for _, tc := range []struct {
 		name string
 		opts func(*redis.ClusterOptions)

@@ -13,6 +13,7 @@ import (
 // TestCrashFreesKey kills a holder process with SIGKILL: the key must be
 // free again within one lease (1 s), with no unlock ever sent.
 func TestCrashFreesKey(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	srv, rdb := newReal(t)
 	cmd := locktest.StartChild(t, "LOCKKIT_CHILD_HOLD="+srv.Addr, "held")
 

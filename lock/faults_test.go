@@ -60,6 +60,7 @@ func obtainableAfter(c *lock.Client, key string, limit time.Duration) time.Durat
 // its own, so bounded only by go-redis's timeouts and retries) is stuck in
 // Redis.
 func TestUnlockNotBlockedByStuckReentry(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	var held context.Context
 	var unlock lock.UnlockFunc
 	srv, c := stalled(t, func(c *lock.Client, _ *redis.Client) {
@@ -90,6 +91,7 @@ func TestUnlockNotBlockedByStuckReentry(t *testing.T) {
 // unlock of an inner level of the same hold waits (up to 1 s) for a
 // stalled Redis.
 func TestReentryDeadlineNotBlockedByPendingUnlock(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	var outer context.Context
 	var unlockInner lock.UnlockFunc
 	_, c := stalled(t, func(c *lock.Client, _ *redis.Client) {
@@ -116,6 +118,7 @@ func TestReentryDeadlineNotBlockedByPendingUnlock(t *testing.T) {
 // Two unlocks of one hold (inner level, then the outer one 10 ms later),
 // both without a deadline: each returns within 1 s on a stalled Redis.
 func TestConcurrentUnlocksEachWithinOneSecond(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	var unlockOuter, unlockInner lock.UnlockFunc
 	_, c := stalled(t, func(c *lock.Client, _ *redis.Client) {
 		var outer context.Context
@@ -238,6 +241,7 @@ func TestCloseDuringAcquireLeavesNoOrphan(t *testing.T) {
 // Close returns within 1 s in quorum mode with one node frozen, also with
 // go-redis ReadTimeout -1, while locks are held and a waiter waits.
 func TestQuorumCloseWithStalledNode(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	for _, rt := range []time.Duration{0, -1} {
 		t.Run("ReadTimeout="+rt.String(), func(t *testing.T) {
 			srvs, _ := quorumOf(t, 3)
@@ -309,6 +313,7 @@ func exported(err error) bool {
 // not only with the package's internal "no answer within the node
 // timeout".
 func TestQuorumNoMajorityErrorIsExported(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	srvs, clients := quorumOf(t, 3)
 	c := newQuorum(t, clients())
 	ctx := context.Background()
@@ -517,6 +522,7 @@ func TestQuorumExclusionWhileNodesStutter(t *testing.T) {
 // deadlines (an unlock, Lock and TryLock attempts); once the nodes answer
 // again no key stays blocked for more than about a second.
 func TestQuorumCutOffCallsDoNotBlockKeyAfterStall(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	srvs, clients := quorumOf(t, 3)
 	c := newQuorum(t, clients())
 	ctx := context.Background()
@@ -657,6 +663,7 @@ func TestHandOffWithQuittersNoStall(t *testing.T) {
 // on the healthy masters are not slowed down, calls on the frozen master
 // keep their deadlines, and Close returns within 1 s.
 func TestClusterOneMasterFrozen(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	cl := redistest.StartCluster(t, 3)
 	rdb := cl.Client(t)
 	keys := spreadKeys(t, rdb, 3, 1)

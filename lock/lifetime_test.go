@@ -105,6 +105,7 @@ func TestUnlockOuterFirstEndsInner(t *testing.T) {
 }
 
 func TestHoldUntilUnlock(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	srv, rdb := newReal(t)
 	_ = srv
 	c := locktest.NewClient(t, rdb)

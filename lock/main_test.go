@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -25,6 +26,12 @@ func TestMain(m *testing.M) {
 	if v := os.Getenv("LOCKKIT_CHILD_WAIT"); v != "" {
 		waitForever(v)
 		return
+	}
+	// The parallel tests mostly wait on timers and Redis, not the CPU: run
+	// four at a time unless -parallel says otherwise.
+	flag.Parse()
+	if f := flag.Lookup("test.parallel"); f != nil && f.Value.String() == f.DefValue {
+		_ = f.Value.Set("4")
 	}
 	goleak.VerifyTestMain(m)
 }

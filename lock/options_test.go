@@ -76,6 +76,7 @@ func TestLockRejectsBadInput(t *testing.T) {
 }
 
 func TestRedisDown(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	mr, rdb := locktest.Mini(t)
 	c := locktest.NewClient(t, rdb)
 	mr.Close()

@@ -136,6 +136,7 @@ func queueDeadWaiter(t *testing.T, rdb *redis.Client, key, owner string) {
 }
 
 func TestTurnOfVanishedWaiterPassesAfterClaimWindow(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	_, rdb := newReal(t)
 	holder := locktest.NewClient(t, rdb)
 	waiter := locktest.NewClient(t, rdb)

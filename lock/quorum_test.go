@@ -44,6 +44,7 @@ func newQuorum(t *testing.T, rdbs []redis.UniversalClient, opts ...lock.Option) 
 }
 
 func TestQuorumSurvivesMinorityDown(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	srvs, clients := quorumOf(t, 5)
 	c := newQuorum(t, clients(), lock.WithDefaultLease(time.Second))
 	srvs[0].Stop()
@@ -75,6 +76,7 @@ func TestQuorumSurvivesMinorityDown(t *testing.T) {
 }
 
 func TestQuorumFailsWithMajorityDown(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	srvs, clients := quorumOf(t, 5)
 	c := newQuorum(t, clients())
 	for _, s := range srvs[:3] {
@@ -97,6 +99,7 @@ func TestQuorumFailsWithMajorityDown(t *testing.T) {
 }
 
 func TestQuorumLossOfMajorityMidHold(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	srvs, clients := quorumOf(t, 5)
 	c := newQuorum(t, clients(), lock.WithDefaultLease(time.Second))
 	lctx, unlock := locktest.MustLock(t, c, context.Background(), "q")

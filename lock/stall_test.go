@@ -100,6 +100,7 @@ func deadlineOf(ctx context.Context) time.Time {
 // still take the key, a queued waiter, an unconfirmed release) blocks the
 // key for at most one claim window after Redis answers again.
 func TestCutOffCallsDoNotBlockKeyAfterStall(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	var unlockHeld lock.UnlockFunc
 	srv, c := stalled(t, func(c *lock.Client, _ *redis.Client) {
 		_, unlockHeld = locktest.MustLock(t, c, context.Background(), "k")
@@ -150,6 +151,7 @@ func TestCutOffCallsDoNotBlockKeyAfterStall(t *testing.T) {
 // has no read timeout, and ends the holds with ErrClosed; a second Close
 // called meanwhile waits for the first.
 func TestCloseWhenRedisStalls(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	for _, readTimeout := range []time.Duration{0, -1} { // go-redis default (3 s), none
 		srv, _ := newReal(t)
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: readTimeout})

@@ -66,6 +66,7 @@ func TestNoLostWakeUp(t *testing.T) {
 // the key is obtainable one claim window after the release, however many
 // leave meanwhile.
 func TestLeavingWaitersDoNotExtendADeadTurn(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	_, rdb := newReal(t)
 	holder := locktest.NewClient(t, rdb)
 	ctx := context.Background()
@@ -119,6 +120,7 @@ func TestLeavingWaitersDoNotExtendADeadTurn(t *testing.T) {
 // key for about one claim window in all, not one per waiter nor one per
 // process (the design's two-window bound).
 func TestDeadProcessesStallAFreeKey(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	for _, tc := range []struct{ procs, waiters int }{{1, 20}, {3, 2}} {
 		srv, rdb := newReal(t)
 		holder := locktest.NewClient(t, rdb)

@@ -88,6 +88,7 @@ func TestWakeUpOnRelease(t *testing.T) {
 }
 
 func TestLostNotificationFallsBackToLease(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	_, rdb := newReal(t)
 	holder := locktest.NewClient(t, rdb)
 	waiter := locktest.NewClient(t, rdb)
@@ -111,6 +112,7 @@ func TestLostNotificationFallsBackToLease(t *testing.T) {
 }
 
 func TestWaitersInOneProcessShareOneSubscription(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	_, rdb := newReal(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
@@ -163,6 +165,7 @@ func TestQueuedWaiterReportsRemainingLease(t *testing.T) {
 }
 
 func TestSubscriptionOutlivesTheLastWaiterBriefly(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	_, rdb := newReal(t)
 	holder := locktest.NewClient(t, rdb)
 	waiter := locktest.NewClient(t, rdb)

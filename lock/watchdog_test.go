@@ -61,6 +61,7 @@ func TestLossWhenKeyDeleted(t *testing.T) {
 }
 
 func TestLossWhenRedisStops(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
 	srv, rdb := newReal(t)
 	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(time.Second))
 	lctx, unlock := locktest.MustLock(t, c, context.Background(), "stop")
