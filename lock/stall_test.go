@@ -151,8 +151,9 @@ func TestCutOffCallsDoNotBlockKeyAfterStall(t *testing.T) {
 // has no read timeout, and ends the holds with ErrClosed; a second Close
 // called meanwhile waits for the first.
 func TestCloseWhenRedisStalls(t *testing.T) {
-	t.Parallel()                                         // long and independent: its own servers
-	for _, readTimeout := range []time.Duration{0, -1} { // go-redis default (3 s), none
+	t.Parallel() // long and independent: its own servers
+	// go-redis's default read timeout (3 s), and none.
+	for _, readTimeout := range []time.Duration{0, -1} {
 		srv, _ := newReal(t)
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: readTimeout})
 		c, err := lock.New(rdb, lock.WithDefaultLease(time.Second))
