@@ -262,29 +262,6 @@ func TestNestedKeysRestoredAfterInner(t *testing.T) {
 	}
 }
 
-// The Retry-After hint never points past the holder's remaining lease:
-// with a 10 s hint and 2.5 s left, the client is told at most 2 s.
-func TestRetryAfterNotPastRemainingLease(t *testing.T) {
-	_, rdb := locktest.Mini(t)
-	locker := locktest.NewClient(t, rdb)
-	_, unlock, err := locker.Lock(context.Background(), "orders:42", lock.WithFixedLease(2500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unlock()
-	var errs []error
-	r := payRoute(locker, &errs, func(*gin.Context) { t.Error("handler ran") }, ginlock.WithRetryAfter(10*time.Second))
-	w := post(r, "/orders/42/pay")
-	checkProblem(t, w, http.StatusConflict)
-	secs, err := strconv.Atoi(w.Header().Get("Retry-After"))
-	if err != nil || secs < 1 || secs > 2 {
-		t.Errorf("Retry-After = %q with 2.5 s of lease left, want 1 or 2 (never past the lease)", w.Header().Get("Retry-After"))
-	}
-	if !strings.Contains(w.Body.String(), "retry in "+w.Header().Get("Retry-After")+" s") {
-		t.Errorf("body %s does not agree with Retry-After %s", w.Body, w.Header().Get("Retry-After"))
-	}
-}
-
 // Two replicas (separate lock Clients on one Redis), a short lease renewed
 // by the watchdog, slow handlers that finish deliberately whatever the
 // client does, clients that give up early and retry: never two handlers

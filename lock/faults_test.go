@@ -274,19 +274,7 @@ func TestQuorumCloseWithStalledNode(t *testing.T) {
 			if took > time.Second {
 				t.Errorf("Close took %v in quorum mode with one node frozen", took)
 			}
-			for i, h := range held {
-				if cause := context.Cause(h); cause != lock.ErrClosed {
-					t.Errorf("lock %d: cause %v, want ErrClosed", i, cause)
-				}
-			}
-			select {
-			case err := <-waiting:
-				if !errors.Is(err, lock.ErrClosed) {
-					t.Errorf("waiting Lock = %v, want ErrClosed", err)
-				}
-			case <-time.After(time.Second):
-				t.Error("waiting Lock not ended by Close")
-			}
+			checkClosed(t, held, waiting)
 		})
 	}
 }

@@ -191,17 +191,7 @@ func TestCloseWhenRedisStalls(t *testing.T) {
 		if d := <-second; d > time.Second {
 			t.Errorf("second Close took %v", d)
 		}
-		if cause := context.Cause(held); cause != lock.ErrClosed {
-			t.Errorf("held ctx cause = %v, want ErrClosed", cause)
-		}
-		select {
-		case err := <-waiting:
-			if !errors.Is(err, lock.ErrClosed) {
-				t.Errorf("waiting Lock = %v, want ErrClosed", err)
-			}
-		case <-time.After(time.Second):
-			t.Error("waiting Lock not woken by Close")
-		}
+		checkClosed(t, []context.Context{held}, waiting)
 		if err := unlock(); !errors.Is(err, lock.ErrClosed) {
 			t.Errorf("unlock after Close = %v, want ErrClosed", err)
 		}
@@ -267,5 +257,23 @@ func TestStuckRenewalAffectsOnlyItsLeases(t *testing.T) {
 		if err := unlock(); err != nil {
 			t.Errorf("unlock: %v", err)
 		}
+	}
+}
+
+// checkClosed checks what Close did to the holds and to a waiting Lock.
+func checkClosed(t *testing.T, held []context.Context, waiting <-chan error) {
+	t.Helper()
+	for i, h := range held {
+		if cause := context.Cause(h); cause != lock.ErrClosed {
+			t.Errorf("lock %d: cause %v, want ErrClosed", i, cause)
+		}
+	}
+	select {
+	case err := <-waiting:
+		if !errors.Is(err, lock.ErrClosed) {
+			t.Errorf("waiting Lock = %v, want ErrClosed", err)
+		}
+	case <-time.After(time.Second):
+		t.Error("waiting Lock not ended by Close")
 	}
 }
