@@ -52,6 +52,8 @@ func fanOut[T any](c *Client, ctx context.Context, timeout time.Duration, call f
 		if started {
 			results[i].err = errNodeTimeout
 			pending++
+		} else if err := ctx.Err(); err != nil {
+			results[i].err = err // closed, and the caller gave up
 		} else { // closed: the janitor's last cleanups run here
 			v, err := call(ctx, nd)
 			results[i] = nodeResult[T]{v, err}
