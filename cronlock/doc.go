@@ -57,9 +57,10 @@
 // # Outcomes
 //
 // Every run attempt ends with an [Outcome]: ran, skipped-held,
-// skipped-tick-done, skipped-late, failed (with the error) or lost. Each
-// is logged with [log/slog] ([WithLogger]) and handed to the callback set
-// with [WithOnAttempt].
+// skipped-tick-done, skipped-late, failed (with the error), lost, or
+// stopped (cancelled by [Scheduler.Stop], logged at Warn: a deploy is not
+// a failure). Each is logged with [log/slog] ([WithLogger]), job names cut
+// to 200 bytes, and handed to the callback set with [WithOnAttempt].
 //
 // # Redis data
 //

@@ -137,8 +137,10 @@ func AtMostFor(d time.Duration) JobOption {
 // released before its fixed lease can lapse. [Scheduler.Stop] releases
 // such locks when its grace period ends.
 //
-// d must be positive and not longer than AtMostFor's. Default: the lock is
-// released when the run ends.
+// d must be positive, not longer than AtMostFor's and shorter than the
+// job's period (the time between two ticks): [Scheduler.AddFunc] refuses
+// a longer one with [ErrInvalid], since it would skip every other tick on
+// every replica. Default: the lock is released when the run ends.
 func AtLeastFor(d time.Duration) JobOption {
 	return func(j *jobConfig) { j.atLeast, j.atLeastSet = d, true }
 }

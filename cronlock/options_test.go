@@ -63,6 +63,11 @@ func TestInvalidArguments(t *testing.T) {
 			edit: func(a *addCall) { a.spec = "@every 1s" }, want: `job "job": spec "@every 1s": skew tolerance 875ms is not below 7/8 of the period 1s`},
 		{name: "AtLeastFor above AtMostFor", edit: jobOpts(cronlock.AtMostFor(time.Second), cronlock.AtLeastFor(2*time.Second)),
 			want: "AtLeastFor 2s is longer than AtMostFor 1s"},
+		{name: "AtLeastFor of the whole period", edit: func(a *addCall) {
+			a.spec = "@every 1m"
+			a.opts = []cronlock.JobOption{cronlock.AtLeastFor(time.Minute)}
+		},
+			want: `AtLeastFor 1m0s is not shorter than the period 1m0s`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,7 +105,7 @@ func TestValidArguments(t *testing.T) {
 		nil,
 		{cronlock.AtMostFor(lock.MinLease)},
 		{cronlock.AtMostFor(time.Second), cronlock.AtLeastFor(time.Second)},
-		{cronlock.AtLeastFor(time.Hour)},
+		{cronlock.AtLeastFor(4 * time.Second)},
 	} {
 		mustAdd(t, s, "*/5 * * * * *", uniqueName(), nop, opts...)
 		if n := len(c.Entries()); n != i+1 {

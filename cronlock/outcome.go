@@ -3,8 +3,10 @@ package cronlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lockkit/lockkit/lock"
 )
@@ -38,9 +40,13 @@ const (
 	// AtMostFor limit, or the Locker was closed; the run may have
 	// overlapped another (Error).
 	OutcomeLost
+	// OutcomeStopped: [Scheduler.Stop]'s grace period ended while the job
+	// ran, and its context was cancelled with cause [ErrStopped]: a
+	// deploy, not a failure (Warn).
+	OutcomeStopped
 )
 
-var outcomeNames = [...]string{"", "ran", "skipped-held", "skipped-tick-done", "skipped-late", "failed", "lost"}
+var outcomeNames = [...]string{"", "ran", "skipped-held", "skipped-tick-done", "skipped-late", "failed", "lost", "stopped"}
 
 // String returns the outcome's name, e.g. "skipped-tick-done".
 func (o Outcome) String() string {
@@ -56,7 +62,7 @@ func (o Outcome) level() slog.Level {
 		return slog.LevelInfo
 	case OutcomeSkippedTickDone:
 		return slog.LevelDebug
-	case OutcomeSkippedHeld, OutcomeSkippedLate:
+	case OutcomeSkippedHeld, OutcomeSkippedLate, OutcomeStopped:
 		return slog.LevelWarn
 	}
 	return slog.LevelError
@@ -75,9 +81,25 @@ type Attempt struct {
 	Token    uint64        // fencing token of the run lock; 0 when it was not taken
 }
 
+// maxLoggedName is how much of a job name a log record carries.
+const maxLoggedName = 200
+
+// loggedName is name, cut to maxLoggedName bytes (at a UTF-8 boundary)
+// with its full length noted: a name may be up to MaxNameLen bytes.
+func loggedName(name string) string {
+	if len(name) <= maxLoggedName {
+		return name
+	}
+	cut := maxLoggedName
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", name[:cut], len(name))
+}
+
 // report logs a and hands it to the callback.
 func (s *Scheduler) report(a Attempt) {
-	attrs := []slog.Attr{slog.String("job", a.Job), slog.String("outcome", a.Outcome.String())}
+	attrs := []slog.Attr{slog.String("job", loggedName(a.Job)), slog.String("outcome", a.Outcome.String())}
 	if !a.Tick.IsZero() {
 		attrs = append(attrs, slog.Time("tick", a.Tick))
 	}
@@ -100,5 +122,5 @@ func (s *Scheduler) logRelease(key string, err error) {
 		return
 	}
 	s.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "cronlock release failed; the lease will lapse",
-		slog.String("key", key), slog.Any("error", err))
+		slog.String("key", loggedName(key)), slog.Any("error", err))
 }

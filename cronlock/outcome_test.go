@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/robfig/cron/v3"
 
@@ -22,8 +24,9 @@ func TestOutcomeString(t *testing.T) {
 		cronlock.OutcomeSkippedLate:     "skipped-late",
 		cronlock.OutcomeFailed:          "failed",
 		cronlock.OutcomeLost:            "lost",
+		cronlock.OutcomeStopped:         "stopped",
 		0:                               "unknown",
-		cronlock.OutcomeLost + 1:        "unknown",
+		cronlock.OutcomeStopped + 1:     "unknown",
 	} {
 		if got := o.String(); got != want {
 			t.Errorf("Outcome(%d).String() = %q, want %q", int(o), got, want)
@@ -75,5 +78,29 @@ func TestLogRecords(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("record %d = %+v, want %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// A job name of any length allowed is logged cut to 200 bytes, with its
+// length, on every attempt; the callback still gets it whole.
+func TestLongNameLoggedCut(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c := cron.New(cron.WithSeconds())
+	var whole string
+	s := cronlock.New(c, locktest.NewClient(t, newMini(t)), cronlock.WithLogger(logger),
+		cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithOnAttempt(func(a cronlock.Attempt) { whole = a.Job }))
+	name := strings.Repeat("é", cronlock.MaxNameLen/2)
+	fire(c, mustAdd(t, s, "@every 1s", name, nop))
+	waitStopped(t, s)
+	var r struct{ Job string }
+	if err := json.Unmarshal(buf.Bytes(), &r); err != nil {
+		t.Fatalf("%q: %v", buf.String(), err)
+	}
+	if len(r.Job) > 230 || !strings.HasSuffix(r.Job, fmt.Sprintf("…(%d bytes)", len(name))) || !utf8.ValidString(r.Job) {
+		t.Errorf("logged job name of %d bytes: %.60q…", len(r.Job), r.Job)
+	}
+	if whole != name {
+		t.Errorf("callback got a name of %d bytes, want the whole %d", len(whole), len(name))
 	}
 }

@@ -77,6 +77,8 @@ func (e *entry) attempt() Attempt {
 	switch lost := context.Cause(held); {
 	case errors.Is(context.Cause(ctx), ErrAtMostFor):
 		a.Outcome, a.Err = OutcomeFailed, explain(ctx, err)
+	case errors.Is(lost, ErrStopped):
+		a.Outcome, a.Err = OutcomeStopped, explain(held, err)
 	case errors.Is(lost, lock.ErrLost), errors.Is(lost, lock.ErrClosed):
 		a.Outcome, a.Err = OutcomeLost, explain(held, err)
 	case err != nil:

@@ -99,8 +99,9 @@ func New(c *cron.Cron, locker lock.Locker, opts ...Option) *Scheduler {
 // run; the lock is released either way.
 //
 // Errors wrap [ErrInvalid] for an empty, duplicate or too long name, a nil
-// fn, a spec the cron cannot parse or whose period is not above 4/3 of the
-// skew tolerance, a bad job option or a bad argument to [New]; after Stop
+// fn, a spec the cron cannot parse or whose period is not above 8/7 of the
+// skew tolerance, an [AtLeastFor] not shorter than the period, a bad job
+// option or a bad argument to [New]; after Stop
 // the error is [ErrStopped]. On error nothing is added.
 func (s *Scheduler) AddFunc(spec, name string, fn func(ctx context.Context) error, opts ...JobOption) (cron.EntryID, error) {
 	var job Job
@@ -141,6 +142,9 @@ func (s *Scheduler) AddJob(spec, name string, job Job, opts ...JobOption) (cron.
 	}
 	ticks, fires := s.schedules(parsed)
 	if err := checkPeriod(ticks, s.cfg.clock(), s.cfg.tolerance); err != nil {
+		return 0, invalidf("job %q: spec %q: %w", name, spec, err)
+	}
+	if err := checkAtLeast(ticks, s.cfg.clock(), jc); err != nil {
 		return 0, invalidf("job %q: spec %q: %w", name, spec, err)
 	}
 	e := &entry{

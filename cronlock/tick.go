@@ -71,6 +71,20 @@ func checkPeriod(sched cron.Schedule, now time.Time, tol time.Duration) error {
 	return nil
 }
 
+// checkAtLeast reports an error when AtLeastFor keeps the run lock up to
+// the next tick of sched after now or beyond: every other tick would then
+// find the job held and be skipped on every replica.
+func checkAtLeast(sched cron.Schedule, now time.Time, j jobConfig) error {
+	next := sched.Next(now)
+	if !j.atLeastSet || next.IsZero() {
+		return nil
+	}
+	if period := sched.Next(next).Sub(next); period > 0 && j.keepFor() >= period {
+		return fmt.Errorf("AtLeastFor %v is not shorter than the period %v: every other tick would be skipped", j.atLeast, period)
+	}
+	return nil
+}
+
 // markerLease is the fixed lease of a tick marker kept for hold: long
 // enough that the marker is released before its lease can end, short
 // enough that a crashed replica's marker does not reach the next tick.
