@@ -87,14 +87,14 @@ func (e *entry) attempt() Attempt {
 		a.Outcome = OutcomeRan
 	}
 	done()
-	s.releaseAfter(time.Until(start.Add(e.cfg.keepFor())), s.life.Done(), e.runKey, unlockRun)
+	s.releaseAfter(time.Until(start.Add(e.cfg.keepFor())), e.runKey, unlockRun)
 	return a
 }
 
 // holdMarker arranges for the marker just taken to be let go of at due,
 // by the Scheduler's clock.
 func (e *entry) holdMarker(due time.Time, unlock lock.UnlockFunc) {
-	free := e.s.releaseAfter(due.Sub(e.s.cfg.clock()), nil, e.tickKey, unlock)
+	free := e.s.releaseAfter(due.Sub(e.s.cfg.clock()), e.tickKey, unlock)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.markerDue, e.freeMarker = due, free
@@ -175,26 +175,29 @@ func explain(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", cause, err)
 }
 
-// releaseAfter calls unlock once: after d, when early is closed, or when
-// the returned function is called, whichever comes first; at once when d
-// is not positive. Stop waits for it.
-func (s *Scheduler) releaseAfter(d time.Duration, early <-chan struct{}, key string, unlock lock.UnlockFunc) func() {
+// releaseAfter calls unlock once: after d, or when the returned function
+// is called, whichever comes first; at once when d is not positive. At
+// Stop a pending release is dropped rather than waited for: the lock is no
+// longer renewed and its lease lapses by itself (a tick marker's fixed
+// lease, a run lock's lease within one lease time), so Stop is not delayed
+// and a replica does not take the job sooner than it should.
+func (s *Scheduler) releaseAfter(d time.Duration, key string, unlock lock.UnlockFunc) func() {
 	var once sync.Once
 	release := func() { once.Do(func() { s.logRelease(key, unlock()) }) }
 	if d <= 0 {
 		release()
 		return release
 	}
-	s.wg.Add(1)
+	s.timers.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer s.timers.Done()
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-early:
+			release()
+		case <-s.life.Done():
 		}
-		release()
 	}()
 	return release
 }

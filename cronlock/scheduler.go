@@ -47,7 +47,8 @@ type Scheduler struct {
 	mu      sync.Mutex
 	names   map[string]bool
 	stopped bool
-	wg      sync.WaitGroup // runs in progress and pending releases
+	wg      sync.WaitGroup // runs in progress
+	timers  sync.WaitGroup // pending releases, dropped at Stop
 
 	stopOnce sync.Once
 	done     context.Context // Stop's result
@@ -187,12 +188,17 @@ func (s *Scheduler) begin() bool {
 // every run has returned and released its locks.
 //
 // Running jobs get the grace period set with [WithStopGrace] to finish;
-// then their contexts are cancelled with cause [ErrStopped], and locks
-// kept for [AtLeastFor] are released. Tick markers are kept until their
-// time, at most 4 × the skew tolerance after their tick (2 s by default,
-// see [WithSkewTolerance]), so that a late replica cannot run the tick
-// again. A job that ignores its context keeps
-// the returned context from being done, as it keeps the cron's.
+// then their contexts are cancelled with cause [ErrStopped]. Stop does not
+// wait for locks kept after a run: a lock kept for [AtLeastFor] is no
+// longer renewed and lapses within one lease of the run lock (its
+// AtMostFor lease, or the Locker's lease), and a tick marker lapses with
+// its fixed lease, at most about 4 × the skew tolerance after its tick,
+// so that a late replica cannot run the tick again. With no run in
+// progress the returned context is done at once; otherwise within the
+// grace period plus the time the job takes to return and its release
+// (bounded by the Locker: 1 s for a lock.Client, whatever Redis does). A
+// job that ignores its context keeps the returned context from being
+// done, as it keeps the cron's.
 //
 // Stop does not close the Locker. Calling it again returns the same
 // context. A stopped Scheduler cannot be started again.
@@ -234,5 +240,6 @@ func (s *Scheduler) shutdown(cronDone <-chan struct{}, done context.CancelFunc) 
 	grace.Stop()
 	s.kill(ErrStopped)
 	<-idle
+	s.timers.Wait() // they end at once: life is over
 	done()
 }

@@ -48,12 +48,15 @@ func TestStopCancelsAfterGrace(t *testing.T) {
 	if a := r.rec.only(t); a.Outcome != cronlock.OutcomeStopped || !errors.Is(a.Err, cronlock.ErrStopped) {
 		t.Fatalf("attempt: %s, %v; want stopped (a deploy, not a failure), ErrStopped", a.Outcome, a.Err)
 	}
-	for _, key := range []string{runKey(name), tickKey(name)} {
-		_, unlock, err := r.locker.TryLock(context.Background(), key)
-		if err != nil {
-			t.Fatalf("%s after Stop's context is done: %v, want free", key, err)
-		}
-		_ = unlock()
+	_, unlock, err := r.locker.TryLock(context.Background(), runKey(name))
+	if err != nil {
+		t.Fatalf("run lock after Stop's context is done: %v, want free", err)
+	}
+	_ = unlock()
+	// The tick marker is kept until its fixed lease lapses, so that a late
+	// replica cannot run the tick again.
+	if _, _, err := r.locker.TryLock(context.Background(), tickKey(name)); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("tick marker right after Stop: %v, want still held", err)
 	}
 }
 
@@ -85,27 +88,32 @@ func TestStopLetsRunsFinish(t *testing.T) {
 	}
 }
 
-// TestStopReleasesAtLeastFor stops a Scheduler that keeps a job's lock
-// for most of its period: the lock is released when the grace period ends.
-func TestStopReleasesAtLeastFor(t *testing.T) {
+// Stop does not wait for a lock kept for AtLeastFor, nor release it: it
+// is no longer renewed and lapses within one lease (1 s here), long before
+// its AtLeastFor (4 s) and the stop grace (5 s).
+func TestStopDoesNotWaitForAtLeastFor(t *testing.T) {
 	t.Parallel()
-	rdb := newMini(t)
-	r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(100*time.Millisecond))
+	_, rdb := newReal(t)
+	r := newReplica(t, rdb, []lock.Option{lock.WithDefaultLease(time.Second)},
+		cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(5*time.Second))
 	name := uniqueName()
-	fire(r.c, r.add(t, name, nop, cronlock.AtLeastFor(900*time.Millisecond)))
+	fire(r.c, mustAdd(t, r.s, "@every 5s", name, nop, cronlock.AtLeastFor(4*time.Second)))
 	if _, _, err := r.locker.TryLock(context.Background(), runKey(name)); !errors.Is(err, lock.ErrNotObtained) {
 		t.Fatalf("TryLock after the run = %v, want ErrNotObtained (AtLeastFor)", err)
 	}
+	if a := r.rec.only(t); a.Outcome != cronlock.OutcomeRan {
+		t.Fatalf("attempt %s (%v), want ran", a.Outcome, a.Err)
+	}
+	stopped := time.Now()
 	select {
 	case <-r.s.Stop().Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("Stop's context not done within 5 s")
+	case <-time.After(time.Second):
+		t.Fatal("Stop's context not done within 1 s with no run in progress")
 	}
-	_, unlock, err := r.locker.TryLock(context.Background(), runKey(name))
-	if err != nil {
-		t.Fatalf("run lock after Stop: %v, want free", err)
+	t.Logf("Stop done after %v", time.Since(stopped))
+	if d := waitFree(t, r.locker, runKey(name)); d > 2500*time.Millisecond {
+		t.Errorf("run lock free %v after Stop, want within about one 1 s lease", d)
 	}
-	_ = unlock()
 }
 
 // TestStopped checks a stopped Scheduler: it adds no jobs, drops ticks and
@@ -141,5 +149,39 @@ func TestStopInvalid(t *testing.T) {
 	}
 	if _, err := s.AddFunc("@hourly", "job", nop); !errors.Is(err, cronlock.ErrInvalid) {
 		t.Fatalf("AddFunc = %v, want ErrInvalid", err)
+	}
+}
+
+// With Redis stalled (SIGSTOP) while a job runs, Stop's context is done
+// within the grace period plus 1 s: the release of the run lock is bounded
+// by the Locker, and the pending marker release is dropped.
+func TestStopWithinGraceWhenRedisStalls(t *testing.T) {
+	t.Parallel()
+	srv, rdb := newReal(t)
+	const grace = 300 * time.Millisecond
+	r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(grace))
+	started := make(chan struct{})
+	id := r.add(t, uniqueName(), func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	go fire(r.c, id)
+	<-started
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	stopped := time.Now()
+	select {
+	case <-r.s.Stop().Done():
+	case <-time.After(grace + 3*time.Second):
+		t.Fatal("Stop's context not done 3 s past the grace period on a stalled Redis")
+	}
+	took := time.Since(stopped)
+	t.Logf("Stop done %v after Stop on a stalled Redis (grace %v)", took, grace)
+	if took > grace+time.Second+200*time.Millisecond {
+		t.Errorf("Stop took %v, want within the %v grace + 1 s", took, grace)
+	}
+	if a := r.rec.only(t); a.Outcome != cronlock.OutcomeStopped {
+		t.Errorf("attempt %s (%v), want stopped", a.Outcome, a.Err)
 	}
 }
