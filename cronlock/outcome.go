@@ -29,8 +29,9 @@ const (
 	OutcomeSkippedTickDone
 	// OutcomeSkippedLate: this replica fired, or got the tick's marker, so
 	// late after the tick (see [WithSkewTolerance]) that another replica
-	// may have run it and let go of it; the run is skipped rather than risk
-	// running the tick twice (Warn).
+	// may have run it and let go of it, or Redis did not answer before
+	// then (a stalled Redis; [Attempt.Err] says so); the run is skipped
+	// rather than risk running the tick twice (Warn).
 	OutcomeSkippedLate
 	// OutcomeFailed: the job returned an error, panicked or reached its
 	// [AtMostFor] limit, or a Redis call failed before it could start

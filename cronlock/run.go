@@ -56,7 +56,10 @@ func (e *entry) attempt() Attempt {
 	if !ok || now.After(late) {
 		return a
 	}
-	_, unlockTick, err := s.locker.TryLock(context.Background(), e.tickKey, lock.WithFixedLease(markerLease(hold)))
+	// Each Redis call of the attempt is bounded by the tick's lateness
+	// bound: an answer after it could not be trusted anyway.
+	bound := lock.WithMaxWait(max(late.Sub(now), time.Millisecond))
+	_, unlockTick, err := s.locker.TryLock(context.Background(), e.tickKey, lock.WithFixedLease(markerLease(hold)), bound)
 	if err != nil {
 		return a.notObtained(err, OutcomeSkippedTickDone)
 	}
@@ -66,7 +69,8 @@ func (e *entry) attempt() Attempt {
 	}
 
 	start := time.Now()
-	held, unlockRun, err := s.locker.TryLock(s.life, e.runKey, e.cfg.lockOptions()...)
+	bound = lock.WithMaxWait(max(late.Sub(s.cfg.clock()), time.Millisecond))
+	held, unlockRun, err := s.locker.TryLock(s.life, e.runKey, append(e.cfg.lockOptions(), bound)...)
 	if err != nil {
 		return a.notObtained(err, OutcomeSkippedHeld)
 	}
@@ -140,11 +144,17 @@ func (e *entry) runContext(held context.Context, tick, start time.Time) (context
 }
 
 // notObtained sets the outcome of a TryLock that failed with err: skipped
-// when another owner holds the key, failed otherwise.
+// when another owner holds the key, skipped-late when Redis did not answer
+// before the tick's lateness bound, failed otherwise.
 func (a Attempt) notObtained(err error, skipped Outcome) Attempt {
-	if errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, lock.ErrNotObtained) && errors.Is(err, context.DeadlineExceeded):
+		// Redis did not answer before the tick's lateness bound: the tick
+		// may have run nowhere, and this replica cannot tell.
+		a.Outcome, a.Err = OutcomeSkippedLate, err
+	case errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.Canceled):
 		a.Outcome = skipped
-	} else {
+	default:
 		a.Outcome, a.Err = OutcomeFailed, err
 	}
 	return a

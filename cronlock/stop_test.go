@@ -185,3 +185,38 @@ func TestStopWithinGraceWhenRedisStalls(t *testing.T) {
 		t.Errorf("attempt %s (%v), want stopped", a.Outcome, a.Err)
 	}
 }
+
+// A replica alone with Redis stalled (SIGSTOP) for 2.5 s: the ticks it
+// could not take are reported skipped-late when their lateness bound
+// passes, never skipped-tick-done (no other replica ran them), and ticks
+// run again once Redis answers.
+func TestStalledRedisNeverReportsTickDone(t *testing.T) {
+	t.Parallel()
+	srv, rdb := newReal(t)
+	r := newReplica(t, rdb, nil)
+	r.add(t, uniqueName(), nop)
+	r.s.Start()
+	r.rec.waitFor(t, cronlock.OutcomeRan, 3*time.Second)
+	srv.Pause()
+	time.Sleep(2500 * time.Millisecond)
+	srv.Resume()
+	resumed := len(r.rec.all())
+	r.rec.wait(t, 5*time.Second, "a run after Redis resumed", func(as []cronlock.Attempt) bool {
+		for _, a := range as[resumed:] {
+			if a.Outcome == cronlock.OutcomeRan {
+				return true
+			}
+		}
+		return false
+	})
+	waitStopped(t, r.s)
+	for _, a := range r.rec.all() {
+		t.Logf("tick %s: %s %v", a.Tick.Format("15:04:05.000"), a.Outcome, a.Err)
+	}
+	if n := r.rec.count(cronlock.OutcomeSkippedTickDone); n != 0 {
+		t.Errorf("%d ticks reported skipped-tick-done with no other replica", n)
+	}
+	if n := r.rec.count(cronlock.OutcomeSkippedLate); n < 1 {
+		t.Errorf("no tick reported skipped-late during a 2.5 s stall")
+	}
+}
