@@ -29,13 +29,14 @@ const (
 	OutcomeSkippedTickDone
 	// OutcomeSkippedLate: this replica fired, or got the tick's marker, so
 	// late after the tick (see [WithSkewTolerance]) that another replica
-	// may have run it and let go of it, or Redis did not answer before
-	// then (a stalled Redis; [Attempt.Err] says so); the run is skipped
-	// rather than risk running the tick twice (Warn).
+	// may have run it and let go of it; the run is skipped rather than
+	// risk running the tick twice (Warn).
 	OutcomeSkippedLate
 	// OutcomeFailed: the job returned an error, panicked or reached its
-	// [AtMostFor] limit, or a Redis call failed before it could start
-	// (Error). [Attempt.Err] tells which.
+	// [AtMostFor] limit, or a Redis call failed before it could start,
+	// also by not answering before the tick's lateness bound (a stalled
+	// Redis: the error then matches [context.DeadlineExceeded]) (Error).
+	// [Attempt.Err] tells which.
 	OutcomeFailed
 	// OutcomeLost: the job's run lock was lost while it ran, before any
 	// AtMostFor limit, or the Locker was closed; the run may have

@@ -58,7 +58,7 @@ func (e *entry) attempt() Attempt {
 	}
 	// Each Redis call of the attempt is bounded by the tick's lateness
 	// bound: an answer after it could not be trusted anyway.
-	bound := lock.WithMaxWait(max(late.Sub(now), time.Millisecond))
+	bound := lock.WithMaxWait(max(late.Sub(now), minBound))
 	_, unlockTick, err := s.locker.TryLock(context.Background(), e.tickKey, lock.WithFixedLease(markerLease(hold)), bound)
 	if err != nil {
 		return a.notObtained(err, OutcomeSkippedTickDone)
@@ -69,7 +69,7 @@ func (e *entry) attempt() Attempt {
 	}
 
 	start := time.Now()
-	bound = lock.WithMaxWait(max(late.Sub(s.cfg.clock()), time.Millisecond))
+	bound = lock.WithMaxWait(max(late.Sub(s.cfg.clock()), minBound))
 	held, unlockRun, err := s.locker.TryLock(s.life, e.runKey, append(e.cfg.lockOptions(), bound)...)
 	if err != nil {
 		return a.notObtained(err, OutcomeSkippedHeld)
@@ -143,15 +143,23 @@ func (e *entry) runContext(held context.Context, tick, start time.Time) (context
 	return ctx, func() { stop(); cancelLimit(); cancel(nil) }
 }
 
+// minBound is the least time an attempt gives Redis to answer, even right
+// at the lateness bound: what an answer then says is checked against the
+// bound again.
+const minBound = 50 * time.Millisecond
+
+// errNoAnswer is the error of an attempt Redis did not answer in time.
+var errNoAnswer = fmt.Errorf("cronlock: Redis did not answer before the tick's lateness bound: %w", context.DeadlineExceeded)
+
 // notObtained sets the outcome of a TryLock that failed with err: skipped
-// when another owner holds the key, skipped-late when Redis did not answer
-// before the tick's lateness bound, failed otherwise.
+// when another owner holds the key, failed otherwise (a Redis error, or no
+// answer before the tick's lateness bound).
 func (a Attempt) notObtained(err error, skipped Outcome) Attempt {
 	switch {
 	case errors.Is(err, lock.ErrNotObtained) && errors.Is(err, context.DeadlineExceeded):
-		// Redis did not answer before the tick's lateness bound: the tick
-		// may have run nowhere, and this replica cannot tell.
-		a.Outcome, a.Err = OutcomeSkippedLate, err
+		// Redis did not answer before the tick's lateness bound: a Redis
+		// failure, and the tick may have run nowhere.
+		a.Outcome, a.Err = OutcomeFailed, errNoAnswer
 	case errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.Canceled):
 		a.Outcome = skipped
 	default:

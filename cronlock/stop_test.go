@@ -187,9 +187,9 @@ func TestStopWithinGraceWhenRedisStalls(t *testing.T) {
 }
 
 // A replica alone with Redis stalled (SIGSTOP) for 2.5 s: the ticks it
-// could not take are reported skipped-late when their lateness bound
-// passes, never skipped-tick-done (no other replica ran them), and ticks
-// run again once Redis answers.
+// could not take are reported failed when their lateness bound passes,
+// never skipped-tick-done (no other replica ran them), and ticks run again
+// once Redis answers.
 func TestStalledRedisNeverReportsTickDone(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
@@ -216,7 +216,12 @@ func TestStalledRedisNeverReportsTickDone(t *testing.T) {
 	if n := r.rec.count(cronlock.OutcomeSkippedTickDone); n != 0 {
 		t.Errorf("%d ticks reported skipped-tick-done with no other replica", n)
 	}
-	if n := r.rec.count(cronlock.OutcomeSkippedLate); n < 1 {
-		t.Errorf("no tick reported skipped-late during a 2.5 s stall")
+	if n := r.rec.count(cronlock.OutcomeFailed); n < 1 {
+		t.Errorf("no tick reported failed during a 2.5 s stall")
+	}
+	for _, a := range r.rec.all() {
+		if a.Outcome == cronlock.OutcomeFailed && !errors.Is(a.Err, context.DeadlineExceeded) {
+			t.Errorf("tick %v failed with %v, want an error saying Redis did not answer in time", a.Tick, a.Err)
+		}
 	}
 }
