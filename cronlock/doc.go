@@ -46,6 +46,23 @@
 // "@every d" specs are aligned to multiples of d, so that replicas started
 // at different times share their ticks (see [Scheduler.AddFunc]).
 //
+// # Time zones and daylight saving
+//
+// cronlock runs what the cron fires. For a spec in a zone with daylight
+// saving time, robfig/cron fires twice for times of day in the hour that
+// repeats when clocks go back, and skips times of day in the hour that
+// does not exist when they go forward; each of those firings is a tick of
+// its own to cronlock. Write once-a-day jobs in UTC (cron.WithLocation
+// (time.UTC), or a "CRON_TZ=UTC " prefix on the spec) unless running at a
+// local time of day matters more than running exactly once a day.
+//
+// # Job names
+//
+// A job is its name on a Redis and key prefix: replicas that share both
+// and add the same name are one job, whatever service they belong to.
+// Give each service its own prefix (lock.WithPrefix on its [lock.Client])
+// so that two services' "cleanup" jobs stay two jobs.
+//
 // # Bounds
 //
 // Without options the run lock's lease is the Locker's default (30 s),
@@ -66,6 +83,6 @@
 //
 // For job name N the Scheduler locks the keys "cronlock:run:N" and
 // "cronlock:tick:N" with the Locker, which adds its prefix. Each lock key
-// keeps a fencing counter in Redis for good: two small strings per job
+// keeps a fencing hash in Redis for good (about 136 bytes): two per job
 // name, whatever the number of ticks.
 package cronlock

@@ -248,3 +248,32 @@ func TestRedisDown(t *testing.T) {
 		t.Fatalf("attempt: %s, %v; want failed with a Redis error", a.Outcome, a.Err)
 	}
 }
+
+// Job names are global per Redis and key prefix: two services whose
+// Lockers share a Redis with the same prefix and both name a job "cleanup"
+// run it as one job; with a prefix each (lock.WithPrefix), each runs its
+// own.
+func TestPrefixesIsolateServices(t *testing.T) {
+	t.Parallel()
+	rdb := newMini(t)
+	clock := cronlock.WithClock(newFakeClock(tick0).now)
+	for _, tc := range []struct {
+		prefixes [2]string
+		ran      int
+	}{
+		{[2]string{"billing", "search"}, 2},
+		{[2]string{lock.DefaultPrefix, lock.DefaultPrefix}, 1},
+	} {
+		ran := 0
+		for _, p := range tc.prefixes {
+			r := newReplica(t, rdb, []lock.Option{lock.WithPrefix(p)}, clock)
+			fire(r.c, r.add(t, "cleanup-"+tc.prefixes[0], nop))
+			if r.rec.only(t).Outcome == cronlock.OutcomeRan {
+				ran++
+			}
+		}
+		if ran != tc.ran {
+			t.Errorf("prefixes %q: the tick ran %d times, want %d", tc.prefixes, ran, tc.ran)
+		}
+	}
+}
