@@ -18,6 +18,10 @@ var (
 	// Stop cancelled when its grace period ended.
 	ErrStopped = errors.New("cronlock: scheduler stopped")
 
+	// ErrUnknownJob is returned by [Scheduler.Update], [Scheduler.Remove]
+	// and [Scheduler.RunNow] for a name no job of the Scheduler has.
+	ErrUnknownJob = errors.New("cronlock: unknown job")
+
 	// ErrAtMostFor is the cause of a run's context that was cancelled
 	// because the run reached its [AtMostFor] limit.
 	ErrAtMostFor = errors.New("cronlock: run reached its AtMostFor limit")

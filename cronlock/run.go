@@ -17,6 +17,7 @@ import (
 // attempt.
 type entry struct {
 	s       *Scheduler
+	id      cron.EntryID
 	name    string
 	job     Job
 	cfg     jobConfig
@@ -68,14 +69,20 @@ func (e *entry) attempt() Attempt {
 		return a
 	}
 
+	return e.run(a, max(late.Sub(s.cfg.clock()), minBound))
+}
+
+// run takes the job's run lock within bound, runs the job and releases
+// the lock (or keeps it for AtLeastFor).
+func (e *entry) run(a Attempt, bound time.Duration) Attempt {
+	s := e.s
 	start := time.Now()
-	bound = lock.WithMaxWait(max(late.Sub(s.cfg.clock()), minBound))
-	held, unlockRun, err := s.locker.TryLock(s.life, e.runKey, append(e.cfg.lockOptions(), bound)...)
+	held, unlockRun, err := s.locker.TryLock(s.life, e.runKey, append(e.cfg.lockOptions(), lock.WithMaxWait(bound))...)
 	if err != nil {
 		return a.notObtained(err, OutcomeSkippedHeld)
 	}
 	a.Token, _ = lock.FencingToken(held, e.runKey)
-	ctx, done := e.runContext(held, tick, start)
+	ctx, done := e.runContext(held, a.Tick, start)
 	err = call(ctx, e.job)
 	a.Duration = time.Since(start)
 	switch lost := context.Cause(held); {

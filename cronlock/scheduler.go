@@ -2,6 +2,7 @@ package cronlock
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -45,7 +46,7 @@ type Scheduler struct {
 	kill context.CancelCauseFunc
 
 	mu      sync.Mutex
-	names   map[string]bool
+	jobs    map[string]*entry // by name
 	stopped bool
 	wg      sync.WaitGroup // runs in progress
 	timers  sync.WaitGroup // pending releases, dropped at Stop
@@ -66,7 +67,7 @@ type Scheduler struct {
 // [Scheduler.AddFunc] and [Scheduler.AddJob] call return an error wrapping
 // [ErrInvalid] that names the problem.
 func New(c *cron.Cron, locker lock.Locker, opts ...Option) *Scheduler {
-	s := &Scheduler{c: c, locker: locker, names: make(map[string]bool)}
+	s := &Scheduler{c: c, locker: locker, jobs: make(map[string]*entry)}
 	s.life, s.kill = context.WithCancelCause(context.Background())
 	s.cfg, s.err = newConfig(opts)
 	switch {
@@ -114,6 +115,60 @@ func (s *Scheduler) AddFunc(spec, name string, fn func(ctx context.Context) erro
 
 // AddJob is [Scheduler.AddFunc] for a [Job].
 func (s *Scheduler) AddJob(spec, name string, job Job, opts ...JobOption) (cron.EntryID, error) {
+	return s.add(spec, name, job, opts, false)
+}
+
+// Update gives job name a new spec and job options, as one change: the
+// cron entry is replaced (a run in progress finishes under the old
+// options) and the new entry's ID returned. The job itself stays. Replicas
+// that share the name must be updated too (a rolling deploy): until then
+// they run the job on their own spec, each tick at most once. Errors are
+// those of AddFunc, and [ErrUnknownJob] when no job has that name.
+func (s *Scheduler) Update(name, spec string, opts ...JobOption) (cron.EntryID, error) {
+	return s.add(spec, name, nil, opts, true)
+}
+
+// Remove removes job name from the cron and frees its name; a run in
+// progress finishes. It returns [ErrUnknownJob] when no job has that name.
+func (s *Scheduler) Remove(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.jobs[name]
+	if e == nil {
+		return unknownJob(name)
+	}
+	s.c.Remove(e.id)
+	delete(s.jobs, name)
+	return nil
+}
+
+// RunNow runs job name once now, on this replica, under the job's run
+// lock as a scheduled run would (no overlap with a run on any replica:
+// when one holds the job, the attempt is skipped-held), and returns the
+// attempt, which is also logged and handed to the callback; its Tick is
+// zero. The lock is taken within the skew tolerance. It returns
+// [ErrUnknownJob] for an unknown name and [ErrStopped] after Stop.
+func (s *Scheduler) RunNow(name string) (Attempt, error) {
+	s.mu.Lock()
+	e := s.jobs[name]
+	s.mu.Unlock()
+	if e == nil {
+		return Attempt{}, unknownJob(name)
+	}
+	if !s.begin() {
+		return Attempt{}, ErrStopped
+	}
+	defer s.wg.Done()
+	a := e.run(Attempt{Job: name}, s.cfg.tolerance)
+	s.report(a)
+	return a, nil
+}
+
+func unknownJob(name string) error { return fmt.Errorf("%w: %q", ErrUnknownJob, loggedName(name)) }
+
+// add adds job name, or with replace gives the job of that name a new
+// spec and options.
+func (s *Scheduler) add(spec, name string, job Job, opts []JobOption, replace bool) (cron.EntryID, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
@@ -122,7 +177,7 @@ func (s *Scheduler) AddJob(spec, name string, job Job, opts ...JobOption) (cron.
 		return 0, invalidf("empty job name")
 	case len(name) > MaxNameLen:
 		return 0, invalidf("job name of %d bytes is longer than the maximum %d", len(name), MaxNameLen)
-	case job == nil:
+	case job == nil && !replace:
 		return 0, invalidf("job %q: nil job", name)
 	}
 	jc, err := newJobConfig(opts)
@@ -131,11 +186,16 @@ func (s *Scheduler) AddJob(spec, name string, job Job, opts ...JobOption) (cron.
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	old := s.jobs[name]
 	switch {
 	case s.stopped:
 		return 0, ErrStopped
-	case s.names[name]:
+	case old != nil && !replace:
 		return 0, invalidf("job %q: name already added", name)
+	case old == nil && replace:
+		return 0, unknownJob(name)
+	case replace:
+		job = old.job
 	}
 	parsed, err := parse(s.c, spec)
 	if err != nil {
@@ -157,8 +217,12 @@ func (s *Scheduler) AddJob(spec, name string, job Job, opts ...JobOption) (cron.
 		runKey:  runKeyPrefix + name,
 		tickKey: tickKeyPrefix + name,
 	}
-	s.names[name] = true
-	return s.c.Schedule(fires, e), nil
+	if old != nil {
+		s.c.Remove(old.id)
+	}
+	e.id = s.c.Schedule(fires, e)
+	s.jobs[name] = e
+	return e.id, nil
 }
 
 // Start starts the cron (the same as calling its Start). It does nothing
