@@ -200,7 +200,8 @@ func (c *Client) isClosed() bool { return c.life.Err() != nil }
 // over pub/sub or when the holder's lease would end, whichever comes
 // first. Waiters get the key in arrival order across all Clients (see
 // "Waiting" in the package documentation); one that stops waiting leaves
-// the queue with one more Redis call, bounded by 1 s.
+// the queue with one more Redis call, which Lock waits for up to 50 ms
+// (the janitor goes on with it in the background).
 //
 // On success the returned context derives from ctx, carries the ownership
 // and is cancelled with cause [ErrLost] if the lease is lost, [ErrClosed]

@@ -44,8 +44,18 @@
 // and processes, and get a released lock first come, first served: a
 // release wakes only the next waiter, which has the lock kept for it for a
 // claim window of 1 s. A waiter that gives up leaves the queue; one whose
-// process died loses its turn when the window ends. Quorum mode
-// ([NewQuorum]) has no such queue.
+// process died loses its turn when the window ends, with every other
+// waiter of its Client, and the next turn is open to any queued waiter
+// after a tenth of the window, so dead processes hold up a free key about
+// one window in all. Quorum mode ([NewQuorum]) has no such queue.
+//
+// # Deadlines and Close
+//
+// Lock, TryLock and an [UnlockFunc] return within their context's deadline
+// plus 100 ms even when Redis stalls; [WithMaxWait] bounds an acquisition,
+// Redis calls included. What a call cut off that way still owes Redis
+// (leaving the queue, releasing a key a late command took) is done in the
+// background until Redis confirms it. [Client.Close] returns within 1 s.
 //
 // # Fencing tokens
 //
