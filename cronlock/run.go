@@ -25,9 +25,14 @@ type entry struct {
 	runKey  string        // run lock: held while the job runs
 	tickKey string        // tick marker: held for a while after each tick
 
-	mu         sync.Mutex
-	markerDue  time.Time // when this replica lets go of the marker it holds
-	freeMarker func()    // lets go of it; nil when it holds none
+	marker *marker // shared by the entries of one name: Update and re-adding keep it
+}
+
+// marker is the tick marker this replica holds for a job name, if any.
+type marker struct {
+	mu   sync.Mutex
+	due  time.Time // when this replica lets go of it
+	free func()    // lets go of it; nil when it holds none
 }
 
 // Run makes one run attempt and reports its outcome. cron calls it at
@@ -78,6 +83,10 @@ func (e *entry) run(a Attempt, bound time.Duration) Attempt {
 	s := e.s
 	start := time.Now()
 	held, unlockRun, err := s.locker.TryLock(s.life, e.runKey, append(e.cfg.lockOptions(), lock.WithMaxWait(bound))...)
+	if err != nil && context.Cause(s.life) == ErrStopped {
+		a.Outcome, a.Err = OutcomeStopped, errors.Join(ErrStopped, err)
+		return a
+	}
 	if err != nil {
 		return a.notObtained(err, OutcomeSkippedHeld)
 	}
@@ -106,23 +115,34 @@ func (e *entry) run(a Attempt, bound time.Duration) Attempt {
 // by the Scheduler's clock.
 func (e *entry) holdMarker(due time.Time, unlock lock.UnlockFunc) {
 	free := e.s.releaseAfter(due.Sub(e.s.cfg.clock()), e.tickKey, unlock)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.markerDue, e.freeMarker = due, free
+	m := e.marker
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.due, m.free = due, free
+}
+
+// dueBy makes the marker due at t at the latest.
+func (m *marker) dueBy(t time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !t.IsZero() && t.Before(m.due) {
+		m.due = t
+	}
 }
 
 // letGoOfMarker lets go of the marker this replica holds if it is due by
 // now, without waiting for the timer: at its next tick the holder must
 // find the marker free, however busy the machine.
 func (e *entry) letGoOfMarker(now time.Time) {
-	e.mu.Lock()
-	free := e.freeMarker
-	if free == nil || now.Before(e.markerDue) {
-		e.mu.Unlock()
+	m := e.marker
+	m.mu.Lock()
+	free := m.free
+	if free == nil || now.Before(m.due) {
+		m.mu.Unlock()
 		return
 	}
-	e.freeMarker = nil
-	e.mu.Unlock()
+	m.free = nil
+	m.mu.Unlock()
 	free()
 }
 

@@ -46,7 +46,8 @@ type Scheduler struct {
 	kill context.CancelCauseFunc
 
 	mu      sync.Mutex
-	jobs    map[string]*entry // by name
+	jobs    map[string]*entry  // by name
+	markers map[string]*marker // by name, kept after Remove: a re-added job lets go of its marker in time
 	stopped bool
 	wg      sync.WaitGroup // runs in progress
 	timers  sync.WaitGroup // pending releases, dropped at Stop
@@ -67,7 +68,7 @@ type Scheduler struct {
 // [Scheduler.AddFunc] and [Scheduler.AddJob] call return an error wrapping
 // [ErrInvalid] that names the problem.
 func New(c *cron.Cron, locker lock.Locker, opts ...Option) *Scheduler {
-	s := &Scheduler{c: c, locker: locker, jobs: make(map[string]*entry)}
+	s := &Scheduler{c: c, locker: locker, jobs: make(map[string]*entry), markers: make(map[string]*marker)}
 	s.life, s.kill = context.WithCancelCause(context.Background())
 	s.cfg, s.err = newConfig(opts)
 	switch {
@@ -219,6 +220,12 @@ func (s *Scheduler) add(spec, name string, job Job, opts []JobOption, replace bo
 	}
 	if old != nil {
 		s.c.Remove(old.id)
+	}
+	if e.marker = s.markers[name]; e.marker == nil {
+		e.marker = &marker{}
+		s.markers[name] = e.marker
+	} else {
+		e.marker.dueBy(ticks.Next(s.cfg.clock())) // the new spec's next tick must find it free
 	}
 	e.id = s.c.Schedule(fires, e)
 	s.jobs[name] = e
