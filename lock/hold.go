@@ -408,13 +408,14 @@ func unlockContext(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // unlockRelease is an unlock's release within ctx (see unlockContext). A
-// final release Redis did not confirm by then goes on in the background.
+// final release Redis did not confirm (an error, node timeouts, or ctx
+// ending) goes on in the background.
 func (h *hold) unlockRelease(ctx context.Context, n int) error {
 	err := h.release(ctx, n)
+	if err != nil && err != ErrLost && n == 0 {
+		h.c.jan.abandon(h, true, 0) // not confirmed: the janitor tries until Redis answers
+	}
 	if err != nil && err != ErrLost && ctx.Err() != nil {
-		if n == 0 {
-			h.c.jan.abandon(h, true, 0)
-		}
 		return h.notConfirmed(ctx)
 	}
 	return err

@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -98,52 +99,75 @@ func deadlineOf(ctx context.Context) time.Time {
 
 // What calls cut off by a stalled Redis leave behind (an attempt that may
 // still take the key, a queued waiter, an unconfirmed release) blocks the
-// key for at most one claim window after Redis answers again.
+// key for at most one claim window after Redis answers again; in quorum
+// mode, with every node frozen, likewise.
 func TestCutOffCallsDoNotBlockKeyAfterStall(t *testing.T) {
 	t.Parallel() // long and independent: its own servers
-	var unlockHeld lock.UnlockFunc
-	srv, c := stalled(t, func(c *lock.Client, _ *redis.Client) {
-		_, unlockHeld = locktest.MustLock(t, c, context.Background(), "k")
-	})
-	// Waiters and attempts whose commands sit in the stalled Redis.
-	var wg sync.WaitGroup
-	for i := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
-			defer cancel()
-			if i == 0 {
-				_, _, _ = c.TryLock(ctx, "free")
+	for _, nodes := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d nodes", nodes), func(t *testing.T) {
+			t.Parallel()
+			var srvs []*redistest.Server
+			var newClient func() *lock.Client
+			if nodes == 1 {
+				srv, _ := newReal(t)
+				srvs = append(srvs, srv)
+				newClient = func() *lock.Client { return locktest.NewClient(t, srv.Client(t)) }
 			} else {
-				_, _, _ = c.Lock(ctx, "k")
+				var clients func() []redis.UniversalClient
+				srvs, clients = quorumOf(t, nodes)
+				newClient = func() *lock.Client { return newQuorum(t, clients()) }
 			}
-		}()
-	}
-	wg.Wait()
-	if err := unlockHeld(); err == nil {
-		t.Fatal("unlock on a stalled Redis reported success")
-	}
-	time.Sleep(300 * time.Millisecond) // the stall goes on a while
-	srv.Resume()
-	resumed := time.Now()
-
-	other := locktest.NewClient(t, srv.Client(t))
-	for _, key := range []string{"k", "free"} {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, unlock, err := other.Lock(ctx, key)
-		cancel()
-		if err != nil {
-			t.Fatalf("Lock %q after the stall: %v", key, err)
-		}
-		took := time.Since(resumed)
-		t.Logf("%q obtained %v after Redis resumed", key, took)
-		if took > time.Second+500*time.Millisecond {
-			t.Errorf("%q blocked %v after Redis resumed; want within one claim window (1 s)", key, took)
-		}
-		if err := unlock(); err != nil {
-			t.Fatal(err)
-		}
+			c := newClient()
+			_, unlockHeld := locktest.MustLock(t, c, context.Background(), "k")
+			for _, srv := range srvs {
+				srv.Pause()
+				t.Cleanup(srv.Resume) // before the server's own cleanup stops it
+			}
+			// Waiters and attempts whose commands sit in the stalled Redis.
+			var wg sync.WaitGroup
+			for i := range 6 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+					defer cancel()
+					switch i {
+					case 0:
+						_, _, _ = c.TryLock(ctx, "free")
+					case 1:
+						_, _, _ = c.Lock(ctx, "free")
+					default:
+						_, _, _ = c.Lock(ctx, "k")
+					}
+				}()
+			}
+			wg.Wait()
+			if err := unlockHeld(); err == nil {
+				t.Fatal("unlock on a stalled Redis reported success")
+			}
+			time.Sleep(300 * time.Millisecond) // the stall goes on a while
+			for _, srv := range srvs {
+				srv.Resume()
+			}
+			resumed := time.Now()
+			other := newClient()
+			for _, key := range []string{"k", "free"} {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, unlock, err := other.Lock(ctx, key)
+				cancel()
+				if err != nil {
+					t.Fatalf("Lock %q after the stall: %v", key, err)
+				}
+				took := time.Since(resumed)
+				t.Logf("%q obtained %v after Redis resumed", key, took)
+				if took > time.Second+500*time.Millisecond {
+					t.Errorf("%q blocked %v after Redis resumed; want within one claim window (1 s)", key, took)
+				}
+				if err := unlock(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
