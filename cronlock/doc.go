@@ -43,6 +43,10 @@
 // every replica is too late for, a replica that takes a tick and crashes,
 // or a Redis that cannot be reached, loses the tick.
 //
+// A started Scheduler measures its clock's offset against Redis's TIME
+// every 30 s ([Scheduler.ClockOffset]) and logs at Error one beyond the
+// skew tolerance.
+//
 // "@every d" specs are aligned to multiples of d, so that replicas started
 // at different times share their ticks (see [Scheduler.AddFunc]).
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -49,8 +50,12 @@ type Scheduler struct {
 	jobs    map[string]*entry  // by name
 	markers map[string]*marker // by name, kept after Remove: a re-added job lets go of its marker in time
 	stopped bool
+	started bool
 	wg      sync.WaitGroup // runs in progress
 	timers  sync.WaitGroup // pending releases, dropped at Stop
+
+	offset   atomic.Int64 // ClockOffset, in ns
+	measured atomic.Bool
 
 	stopOnce sync.Once
 	done     context.Context // Stop's result
@@ -232,15 +237,21 @@ func (s *Scheduler) add(spec, name string, job Job, opts []JobOption, replace bo
 	return e.id, nil
 }
 
-// Start starts the cron (the same as calling its Start). It does nothing
-// after [Scheduler.Stop] or when [New] got a bad argument.
+// Start starts the cron (the same as calling its Start) and, when the
+// Locker can tell Redis's time, the measurement of this replica's clock
+// offset (see [Scheduler.ClockOffset]). It does nothing after
+// [Scheduler.Stop], when [New] got a bad argument, or when started already.
 func (s *Scheduler) Start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopped || s.err != nil {
+	if s.stopped || s.err != nil || s.started {
 		return
 	}
+	s.started = true
 	s.c.Start()
+	if rc, ok := s.locker.(redisClock); ok {
+		s.watchClock(rc)
+	}
 }
 
 // begin registers a run attempt; it reports false after Stop.

@@ -78,10 +78,17 @@ func TestCallsKeepDeadlinesWhenRedisStalls(t *testing.T) {
 			t.Errorf("%s = %v, want ErrNotObtained and DeadlineExceeded", tc.name, err)
 		}
 	}
+	tctx, cancel := context.WithTimeout(context.Background(), limit)
+	var terr error
+	took := timed(func() { _, terr = c.Time(tctx) })
+	cancel()
+	if took > limit+slack || !errors.Is(terr, context.DeadlineExceeded) {
+		t.Errorf("Time on a stalled Redis: %v after %v, want DeadlineExceeded within %v", terr, took, limit)
+	}
 	// The held lock's context has a 300 ms deadline, which has passed or
 	// passes during the unlock: the unlock waits at most 100 ms past it.
 	var err error
-	took := timed(func() { err = unlockHeld() })
+	took = timed(func() { err = unlockHeld() })
 	wait := time.Until(deadlineOf(heldCtx))
 	t.Logf("unlock on a stalled Redis: %v after %v", err, took)
 	if took > max(wait, 0)+slack {

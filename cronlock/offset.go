@@ -1,0 +1,68 @@
+package cronlock
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// offsetEvery is how often a started Scheduler measures its clock's
+// offset against Redis's.
+const offsetEvery = 30 * time.Second
+
+// redisClock is a Locker that can tell Redis's time, as [lock.Client] does.
+type redisClock interface {
+	Time(ctx context.Context) (time.Time, error)
+}
+
+// ClockOffset returns how far Redis's clock (TIME) was ahead of this
+// Scheduler's clock at the last measurement (negative: behind), measured
+// at [Scheduler.Start] and every 30 s, and false before the first
+// measurement or when the Locker cannot tell Redis's time (a [lock.Client]
+// can). Redis's clock is the one every replica shares: replicas whose
+// offsets differ by more than the skew tolerance may run a tick twice, so
+// an offset beyond it is logged at Error.
+func (s *Scheduler) ClockOffset() (time.Duration, bool) {
+	ns := s.offset.Load()
+	return time.Duration(ns), s.measured.Load()
+}
+
+// watchClock measures the offset at once and then every offsetEvery
+// until Stop.
+func (s *Scheduler) watchClock(rc redisClock) {
+	s.timers.Add(1)
+	go func() {
+		defer s.timers.Done()
+		t := time.NewTicker(offsetEvery)
+		defer t.Stop()
+		for {
+			s.measureOffset(rc)
+			select {
+			case <-t.C:
+			case <-s.life.Done():
+				return
+			}
+		}
+	}()
+}
+
+// measureOffset asks Redis for its time and compares it with the
+// Scheduler's clock halfway through the round trip.
+func (s *Scheduler) measureOffset(rc redisClock) {
+	ctx, cancel := context.WithTimeout(s.life, time.Second)
+	defer cancel()
+	before := s.cfg.clock()
+	redisNow, err := rc.Time(ctx)
+	after := s.cfg.clock()
+	if err != nil {
+		s.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "cronlock could not read Redis's clock", slog.Any("error", err))
+		return
+	}
+	off := redisNow.Sub(before.Add(after.Sub(before) / 2))
+	s.offset.Store(int64(off))
+	s.measured.Store(true)
+	if off > s.cfg.tolerance || off < -s.cfg.tolerance {
+		s.cfg.logger.LogAttrs(ctx, slog.LevelError, "cronlock: this replica's clock is off Redis's by more than the skew tolerance; ticks may run twice or nowhere",
+			slog.Duration("offset", off), slog.Duration("tolerance", s.cfg.tolerance))
+	}
+}
