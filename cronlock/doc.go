@@ -20,8 +20,12 @@
 //
 // # Once per tick
 //
-// Replicas that share a Redis and a job name form one job. At every tick
-// each replica's cron fires, and each replica:
+// Replicas that share a Redis and a job name form one job. They keep time
+// by Redis's clock: with a [lock.Client] as the Locker, a Scheduler
+// measures how far its host's clock is off Redis's (TIME) when it starts
+// and every 30 s ([Scheduler.ClockOffset]), and fires and works out ticks
+// by its clock corrected by that offset. At every tick each replica's cron
+// fires, and each replica:
 //
 //  1. works out the tick, the scheduled time it fires for, by its clock;
 //  2. takes the job's tick marker with [lock.Locker.TryLock], or skips with
@@ -35,17 +39,20 @@
 //     previous run still holds it: that tick then runs nowhere;
 //  4. runs the job with the run lock's context and releases the lock.
 //
-// The guarantee: when the replicas' clocks are within the skew tolerance
-// of each other (500 ms by default, [WithSkewTolerance]), no tick runs
-// twice, however late a replica's cron fires or Redis answers. A job
-// every second may so be 375 ms late by default, a job every 2 s or
-// slower 1 s or more. It is not a guarantee of at least once: a tick that
-// every replica is too late for, a replica that takes a tick and crashes,
-// or a Redis that cannot be reached, loses the tick.
-//
-// A started Scheduler measures its clock's offset against Redis's TIME
-// every 30 s ([Scheduler.ClockOffset]) and logs at Error one beyond the
-// skew tolerance.
+// The guarantee: when the replicas' clocks, as corrected, are within the
+// skew tolerance of each other (500 ms by default, [WithSkewTolerance]),
+// no tick runs twice, however late a replica's cron fires or Redis
+// answers. With a lock.Client that holds whatever the hosts' clocks say,
+// as long as none drifts by the tolerance within 30 s and Redis's clock
+// does not jump (tested: one replica 2 s behind, one 2.5 s ahead, an
+// "@every 1s" and a daily job, no tick run twice). With a Locker that
+// cannot tell Redis's time, the hosts' clocks themselves must be within
+// the tolerance. A job every second may so be 375 ms late by default, a
+// job every 2 s or slower 1 s or more. It is not a guarantee of at least
+// once: a tick that every replica is too late for, a replica that takes a
+// tick and crashes, or a Redis that cannot be reached, loses the tick. An
+// offset beyond the tolerance is logged at Error: the correction copes
+// with it, but the host's clock needs fixing.
 //
 // "@every d" specs are aligned to multiples of d, so that replicas started
 // at different times share their ticks (see [Scheduler.AddFunc]).

@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
 	"github.com/lockkit/lockkit/cronlock"
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lock"
 )
 
 // fleet is replicas of one "@every 1s" job on real crons, sharing a
@@ -31,8 +33,11 @@ type interval struct {
 
 // newFleet starts one replica per clock offset; a replica with a non-zero
 // offset gets a clock that far ahead of the system clock (WithClock),
-// like a host whose clock is off. Each run of the job takes work.
-func newFleet(t *testing.T, rdb redis.UniversalClient, offsets []time.Duration, work time.Duration, opts ...cronlock.Option) *fleet {
+// like a host whose clock is off. Each run of the job takes work. With
+// redisTime the replicas keep time by Redis's clock, as they do with a
+// lock.Client; otherwise their Locker cannot tell Redis's time and they
+// keep their own clocks.
+func newFleet(t *testing.T, rdb redis.UniversalClient, offsets []time.Duration, work time.Duration, redisTime bool, opts ...cronlock.Option) *fleet {
 	t.Helper()
 	f := &fleet{fires: make([][]time.Duration, len(offsets))}
 	name := uniqueName()
@@ -43,7 +48,11 @@ func newFleet(t *testing.T, rdb redis.UniversalClient, offsets []time.Duration, 
 		if off != 0 {
 			ropts = append(slices.Clone(opts), cronlock.WithClock(func() time.Time { return time.Now().Add(off) }))
 		}
-		r.s = newScheduler(t, r.c, r.locker, r.rec, ropts...)
+		var l lock.Locker = r.locker
+		if !redisTime {
+			l = lockerOnly{l}
+		}
+		r.s = newScheduler(t, r.c, l, r.rec, ropts...)
 		r.add(t, name, f.job(work))
 		f.replicas = append(f.replicas, r)
 	}
@@ -173,7 +182,7 @@ func TestOnceAcrossReplicas(t *testing.T) {
 	}
 	for i := range tests {
 		_, rdb := newReal(t)
-		tests[i].f = newFleet(t, rdb, tests[i].offsets, 300*time.Millisecond)
+		tests[i].f = newFleet(t, rdb, tests[i].offsets, 300*time.Millisecond, false)
 	}
 	time.Sleep(10 * time.Second)
 	for _, tt := range tests {
@@ -210,7 +219,7 @@ func TestOnceAcrossReplicas(t *testing.T) {
 func TestSkewBeyondTolerance(t *testing.T) {
 	t.Parallel()
 	_, rdb := newReal(t)
-	f := newFleet(t, rdb, []time.Duration{0, 500 * time.Millisecond}, 100*time.Millisecond,
+	f := newFleet(t, rdb, []time.Duration{0, 500 * time.Millisecond}, 100*time.Millisecond, false,
 		cronlock.WithSkewTolerance(100*time.Millisecond))
 	time.Sleep(4 * time.Second)
 	f.stop(t)
@@ -226,7 +235,7 @@ func TestSkewBeyondTolerance(t *testing.T) {
 func TestSlowJobNeverOverlaps(t *testing.T) {
 	t.Parallel()
 	_, rdb := newReal(t)
-	f := newFleet(t, rdb, []time.Duration{0, 0, 0}, 2500*time.Millisecond)
+	f := newFleet(t, rdb, []time.Duration{0, 0, 0}, 2500*time.Millisecond, true)
 	time.Sleep(6 * time.Second)
 	f.stop(t)
 	f.logSummary(t)
@@ -238,5 +247,59 @@ func TestSlowJobNeverOverlaps(t *testing.T) {
 	}
 	if n := f.count(cronlock.OutcomeFailed) + f.count(cronlock.OutcomeLost); n != 0 {
 		t.Fatalf("%d attempts failed or lost", n)
+	}
+}
+
+// lockerOnly hides the Time method of a lock.Client: a Scheduler with it
+// keeps time by its own clock.
+type lockerOnly struct{ lock.Locker }
+
+// With a lock.Client, replicas keep time by Redis's clock: one replica 2 s
+// behind and one 2.5 s ahead (four and five times the skew tolerance) run
+// an "@every 1s" job once per tick, firing at Redis's whole seconds.
+func TestOnceUnderSkewOnRedisTime(t *testing.T) {
+	t.Parallel()
+	_, rdb := newReal(t)
+	offsets := []time.Duration{0, -2 * time.Second, 2500 * time.Millisecond}
+	f := newFleet(t, rdb, offsets, 100*time.Millisecond, true)
+	time.Sleep(5 * time.Second)
+	f.stop(t)
+	f.logSummary(t)
+	if n := len(f.runs); n < 4 || n > 6 {
+		t.Errorf("%d runs in 5 s, want 4 to 6", n)
+	}
+	if n := f.repeated(); n != 0 {
+		t.Errorf("%d ticks ran more than once", n)
+	}
+	if n := f.count(cronlock.OutcomeFailed) + f.count(cronlock.OutcomeLost); n != 0 {
+		t.Errorf("%d attempts failed or lost", n)
+	}
+	for i := range offsets {
+		f.checkFires(t, i, 0) // by Redis's clock, whatever the replica's
+	}
+}
+
+// A daily job on two replicas whose clocks are 2 s behind and 2.5 s ahead
+// of Redis's: by Redis's time both fire for the same tick, and it runs
+// once.
+func TestDailyTickOnceUnderSkew(t *testing.T) {
+	t.Parallel()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	tick := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+	mr.SetTime(tick.Add(50 * time.Millisecond)) // Redis's clock, just after the tick
+	var outcomes []cronlock.Outcome
+	name := uniqueName()
+	for _, skew := range []time.Duration{-2 * time.Second, 2500 * time.Millisecond} {
+		r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick.Add(50*time.Millisecond+skew)).now))
+		id := mustAdd(t, r.s, "0 0 3 * * *", name, nop)
+		r.s.Start()
+		fire(r.c, id)
+		outcomes = append(outcomes, r.rec.only(t).Outcome)
+		waitStopped(t, r.s)
+	}
+	if outcomes[0] != cronlock.OutcomeRan || outcomes[1] != cronlock.OutcomeSkippedTickDone {
+		t.Fatalf("outcomes %v, want ran then skipped-tick-done", outcomes)
 	}
 }

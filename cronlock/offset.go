@@ -15,20 +15,36 @@ type redisClock interface {
 	Time(ctx context.Context) (time.Time, error)
 }
 
+// now is the Scheduler's time: its clock corrected by the last measured
+// offset against Redis's, so that replicas whose clocks disagree still
+// agree on the ticks (see "Once per tick" in the package documentation).
+func (s *Scheduler) now() time.Time {
+	return s.cfg.clock().Add(time.Duration(s.offset.Load()))
+}
+
+// ahead is how far the Scheduler's time is ahead of the system clock.
+func (s *Scheduler) ahead() time.Duration {
+	d := time.Duration(s.offset.Load())
+	if s.cfg.shifted {
+		d += time.Until(s.cfg.clock())
+	}
+	return d
+}
+
 // ClockOffset returns how far Redis's clock (TIME) was ahead of this
 // Scheduler's clock at the last measurement (negative: behind), measured
 // at [Scheduler.Start] and every 30 s, and false before the first
 // measurement or when the Locker cannot tell Redis's time (a [lock.Client]
-// can). Redis's clock is the one every replica shares: replicas whose
-// offsets differ by more than the skew tolerance may run a tick twice, so
-// an offset beyond it is logged at Error.
+// can). The Scheduler fires and works out ticks by its clock corrected by
+// this offset, so that replicas agree on ticks whatever their hosts'
+// clocks say; an offset beyond the skew tolerance is logged at Error all
+// the same, as the host's clock needs fixing.
 func (s *Scheduler) ClockOffset() (time.Duration, bool) {
 	ns := s.offset.Load()
 	return time.Duration(ns), s.measured.Load()
 }
 
-// watchClock measures the offset at once and then every offsetEvery
-// until Stop.
+// watchClock measures the offset every offsetEvery until Stop.
 func (s *Scheduler) watchClock(rc redisClock) {
 	s.timers.Add(1)
 	go func() {
@@ -36,9 +52,9 @@ func (s *Scheduler) watchClock(rc redisClock) {
 		t := time.NewTicker(offsetEvery)
 		defer t.Stop()
 		for {
-			s.measureOffset(rc)
 			select {
 			case <-t.C:
+				s.measureOffset(rc)
 			case <-s.life.Done():
 				return
 			}
@@ -62,7 +78,7 @@ func (s *Scheduler) measureOffset(rc redisClock) {
 	s.offset.Store(int64(off))
 	s.measured.Store(true)
 	if off > s.cfg.tolerance || off < -s.cfg.tolerance {
-		s.cfg.logger.LogAttrs(ctx, slog.LevelError, "cronlock: this replica's clock is off Redis's by more than the skew tolerance; ticks may run twice or nowhere",
+		s.cfg.logger.LogAttrs(ctx, slog.LevelError, "cronlock: this host's clock is off Redis's by more than the skew tolerance; cronlock keeps time by Redis's, but the clock needs fixing",
 			slog.Duration("offset", off), slog.Duration("tolerance", s.cfg.tolerance))
 	}
 }

@@ -54,7 +54,7 @@ func (e *entry) Run() {
 // overlapping.
 func (e *entry) attempt() Attempt {
 	s := e.s
-	now := s.cfg.clock()
+	now := s.now()
 	e.letGoOfMarker(now)
 	tick, hold, ok := tickAt(e.ticks, now, s.cfg.tolerance)
 	a := Attempt{Job: e.name, Tick: tick, Outcome: OutcomeSkippedLate}
@@ -70,11 +70,11 @@ func (e *entry) attempt() Attempt {
 		return a.notObtained(err, OutcomeSkippedTickDone)
 	}
 	e.holdMarker(tick.Add(hold), unlockTick)
-	if s.cfg.clock().After(late) { // Redis answered late: the tick may have run
+	if s.now().After(late) { // Redis answered late: the tick may have run
 		return a
 	}
 
-	return e.run(a, max(late.Sub(s.cfg.clock()), minBound))
+	return e.run(a, max(late.Sub(s.now()), minBound))
 }
 
 // run takes the job's run lock within bound, runs the job and releases
@@ -114,7 +114,7 @@ func (e *entry) run(a Attempt, bound time.Duration) Attempt {
 // holdMarker arranges for the marker just taken to be let go of at due,
 // by the Scheduler's clock.
 func (e *entry) holdMarker(due time.Time, unlock lock.UnlockFunc) {
-	free := e.s.releaseAfter(due.Sub(e.s.cfg.clock()), e.tickKey, unlock)
+	free := e.s.releaseAfter(due.Sub(e.s.now()), e.tickKey, unlock)
 	m := e.marker
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -208,10 +208,10 @@ func (s *Scheduler) add(spec, name string, job Job, opts []JobOption, replace bo
 		return 0, invalidf("job %q: spec %q: %w", name, spec, err)
 	}
 	ticks, fires := s.schedules(parsed)
-	if err := checkPeriod(ticks, s.cfg.clock(), s.cfg.tolerance); err != nil {
+	if err := checkPeriod(ticks, s.now(), s.cfg.tolerance); err != nil {
 		return 0, invalidf("job %q: spec %q: %w", name, spec, err)
 	}
-	if err := checkAtLeast(ticks, s.cfg.clock(), jc); err != nil {
+	if err := checkAtLeast(ticks, s.now(), jc); err != nil {
 		return 0, invalidf("job %q: spec %q: %w", name, spec, err)
 	}
 	e := &entry{
@@ -230,7 +230,7 @@ func (s *Scheduler) add(spec, name string, job Job, opts []JobOption, replace bo
 		e.marker = &marker{}
 		s.markers[name] = e.marker
 	} else {
-		e.marker.dueBy(ticks.Next(s.cfg.clock())) // the new spec's next tick must find it free
+		e.marker.dueBy(ticks.Next(s.now())) // the new spec's next tick must find it free
 	}
 	e.id = s.c.Schedule(fires, e)
 	s.jobs[name] = e
@@ -248,8 +248,12 @@ func (s *Scheduler) Start() {
 		return
 	}
 	s.started = true
+	rc, ok := s.locker.(redisClock)
+	if ok {
+		s.measureOffset(rc) // before the first tick fires (at most 1 s)
+	}
 	s.c.Start()
-	if rc, ok := s.locker.(redisClock); ok {
+	if ok {
 		s.watchClock(rc)
 	}
 }

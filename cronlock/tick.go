@@ -100,16 +100,24 @@ type every struct{ period time.Duration }
 
 func (e every) Next(t time.Time) time.Time { return t.Truncate(e.period).Add(e.period) }
 
-// clockSchedule fires sched by clock rather than by the system clock: it
-// is what cron runs when [WithClock] is set.
+// clockSchedule fires sched by the Scheduler's time rather than by the
+// system clock: it is what cron runs when the Scheduler keeps time by
+// Redis's clock or by [WithClock]. ahead is how far the Scheduler's time
+// is ahead of the system clock.
 type clockSchedule struct {
 	sched cron.Schedule
-	clock func() time.Time
+	ahead func() time.Duration
 }
 
+// Next is the first tick after t, by the system clock. A tick at t or
+// before, which an offset that changed could give, is skipped: cron would
+// fire it again at once.
 func (s clockSchedule) Next(t time.Time) time.Time {
-	ahead := time.Until(s.clock())
+	ahead := s.ahead()
 	next := s.sched.Next(t.Add(ahead))
+	for !next.IsZero() && !next.Add(-ahead).After(t) {
+		next = s.sched.Next(next)
+	}
 	if next.IsZero() {
 		return next
 	}
@@ -124,8 +132,8 @@ func (s *Scheduler) schedules(parsed cron.Schedule) (ticks, fires cron.Schedule)
 		ticks = every{cd.Delay}
 	}
 	fires = ticks
-	if s.cfg.shifted {
-		fires = clockSchedule{ticks, s.cfg.clock}
+	if _, ok := s.locker.(redisClock); ok || s.cfg.shifted {
+		fires = clockSchedule{ticks, s.ahead}
 	}
 	return ticks, fires
 }
