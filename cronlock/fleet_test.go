@@ -279,27 +279,33 @@ func TestOnceUnderSkewOnRedisTime(t *testing.T) {
 	}
 }
 
-// A daily job on two replicas whose clocks are 2 s behind and 2.5 s ahead
-// of Redis's: by Redis's time both fire for the same tick, and it runs
-// once.
-func TestDailyTickOnceUnderSkew(t *testing.T) {
+// A job on two replicas whose clocks are 2 s behind and 2.5 s ahead of
+// Redis's: by Redis's time both fire for the same tick, and it runs once;
+// every second, every 5 s and daily.
+func TestTickOnceUnderSkew(t *testing.T) {
 	t.Parallel()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	tick := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
-	mr.SetTime(tick.Add(50 * time.Millisecond)) // Redis's clock, just after the tick
-	var outcomes []cronlock.Outcome
-	name := uniqueName()
-	for _, skew := range []time.Duration{-2 * time.Second, 2500 * time.Millisecond} {
-		r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick.Add(50*time.Millisecond+skew)).now))
-		id := mustAdd(t, r.s, "0 0 3 * * *", name, nop)
-		r.s.Start()
-		fire(r.c, id)
-		outcomes = append(outcomes, r.rec.only(t).Outcome)
-		waitStopped(t, r.s)
-	}
-	if outcomes[0] != cronlock.OutcomeRan || outcomes[1] != cronlock.OutcomeSkippedTickDone {
-		t.Fatalf("outcomes %v, want ran then skipped-tick-done", outcomes)
+	for _, spec := range []string{"@every 1s", "*/5 * * * * *", "0 0 3 * * *"} {
+		mr := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		t.Cleanup(func() { _ = rdb.Close() })
+		tick := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+		mr.SetTime(tick.Add(50 * time.Millisecond)) // Redis's clock, just after the tick
+		var outcomes []cronlock.Outcome
+		name := uniqueName()
+		for _, skew := range []time.Duration{-2 * time.Second, 2500 * time.Millisecond} {
+			r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick.Add(50*time.Millisecond+skew)).now))
+			id := mustAdd(t, r.s, spec, name, nop)
+			r.s.Start()
+			fire(r.c, id)
+			a := r.rec.only(t)
+			outcomes = append(outcomes, a.Outcome)
+			if !a.Tick.Equal(tick) {
+				t.Errorf("%s, clock %v off: attempt for tick %v, want %v", spec, skew, a.Tick, tick)
+			}
+			waitStopped(t, r.s)
+		}
+		if outcomes[0] != cronlock.OutcomeRan || outcomes[1] != cronlock.OutcomeSkippedTickDone {
+			t.Errorf("%s: outcomes %v, want ran then skipped-tick-done", spec, outcomes)
+		}
 	}
 }
