@@ -260,17 +260,16 @@ func (c *Client) acquire(ctx context.Context, key string, try bool, opts []LockO
 }
 
 func outcomeOf(err error) Outcome {
+	var e *NotObtainedError
 	switch {
 	case err == nil:
 		return OutcomeAcquired
 	case !errors.Is(err, ErrNotObtained):
 		return OutcomeError
+	case errors.As(err, &e) && e.timedOut: // the wait limit, also during a Redis call
+		return OutcomeTimeout
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return OutcomeCanceled
-	}
-	var e *NotObtainedError
-	if errors.As(err, &e) && e.timedOut {
-		return OutcomeTimeout
 	}
 	return OutcomeBusy
 }
