@@ -239,7 +239,8 @@ func (s *Scheduler) add(spec, name string, job Job, opts []JobOption, replace bo
 
 // Start starts the cron (the same as calling its Start) and, when the
 // Locker can tell Redis's time, the measurement of this replica's clock
-// offset (see [Scheduler.ClockOffset]). It does nothing after
+// offset (see [Scheduler.ClockOffset]): Start first waits up to 1 s for
+// Redis's time, so that the first ticks fire by it. It does nothing after
 // [Scheduler.Stop], when [New] got a bad argument, or when started already.
 func (s *Scheduler) Start() {
 	s.mu.Lock()
