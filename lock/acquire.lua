@@ -58,6 +58,9 @@ if claim > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
   if o == ARGV[1] or (o and waits and open and from <= now) then
     redis.call('LREM', KEYS[3], 1, ARGV[1])
     redis.call('HDEL', KEYS[4], ARGV[1])
+    if from > 0 then
+      redis.call('HDEL', KEYS[2], 'open', 'open_until')
+    end
   elseif o then
     if waits then
       enqueue(ARGV[1], d + claim, now)
@@ -68,7 +71,6 @@ if claim > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
     return {-2, d - now}
   end
 end
-redis.call('HDEL', KEYS[2], 'open', 'open_until')
 local token = redis.call('HINCRBY', KEYS[2], 'token', 1)
 redis.call('HSET', KEYS[1], ARGV[1], 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
