@@ -75,6 +75,7 @@ func TestLogRecords(t *testing.T) {
 			t.Errorf("record %d: token %d, duration %d ns; want both or neither", i, got[i].Token, got[i].Duration)
 		}
 		got[i].Duration = 0
+		got[i].Token = min(got[i].Token, 1) // a token or none: its value follows Redis's clock
 		if got[i] != want[i] {
 			t.Errorf("record %d = %+v, want %+v", i, got[i], want[i])
 		}

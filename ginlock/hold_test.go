@@ -83,7 +83,7 @@ func TestHoldOutlivesClientDisconnect(t *testing.T) {
 	}
 	<-done
 	deadline := time.Now().Add(time.Second)
-	for rdb.Exists(context.Background(), redisKey("orders:42")).Val() != 0 {
+	for locktest.Held(t, rdb, redisKey("orders:42")) {
 		if time.Now().After(deadline) {
 			t.Fatal("key still held after the handler returned")
 		}

@@ -28,7 +28,7 @@ func payRoute(locker lock.Locker, errs *[]error, h gin.HandlerFunc, opts ...ginl
 }
 
 func TestRunsHandlerHoldingLock(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	_, rdb := locktest.Mini(t)
 	locker := locktest.NewClient(t, rdb)
 	var errs []error
 	var restored bool
@@ -41,7 +41,7 @@ func TestRunsHandlerHoldingLock(t *testing.T) {
 		if !lock.Held(c.Request.Context(), "orders:42") {
 			t.Error("handler's c.Request context does not hold orders:42")
 		}
-		if !mr.Exists(redisKey("orders:42")) {
+		if !locktest.Held(t, rdb, redisKey("orders:42")) {
 			t.Error("lock key missing in Redis while the handler runs")
 		}
 		c.String(http.StatusOK, "paid")
@@ -50,7 +50,7 @@ func TestRunsHandlerHoldingLock(t *testing.T) {
 	if w := post(r, "/orders/42/pay"); w.Code != http.StatusOK || w.Body.String() != "paid" {
 		t.Fatalf("status %d body %q, want 200 paid", w.Code, w.Body)
 	}
-	if mr.Exists(redisKey("orders:42")) {
+	if locktest.Held(t, rdb, redisKey("orders:42")) {
 		t.Fatal("lock key still in Redis after the request")
 	}
 	if !restored {

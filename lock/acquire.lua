@@ -2,30 +2,35 @@
 -- queue part above).
 --
 -- ARGV[1]  owner
--- ARGV[2]  lease in milliseconds (used for a first acquisition only)
+-- ARGV[2]  lease in milliseconds
 -- ARGV[3]  hold count this call moves the owner to
 -- ARGV[4]  claim window in milliseconds; 0 leaves the queue alone
 -- ARGV[5]  1 when the caller waits: a failed attempt joins the queue
 -- ARGV[6]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 --
 -- The count is set to the target, not incremented, so a command retried
--- after its reply was lost changes nothing more. A free lock with queued
--- waiters is taken only by the one whose turn it is.
+-- after its reply was lost changes nothing more. An acquisition (target 1)
+-- that finds the owner in place (the lock was handed to it, or this is a
+-- retry) sets the lease from now. A free lock with queued waiters is taken
+-- only by the one whose turn it is.
 --
--- Returns {count, token} on success, {0, ms until it is worth trying again}
--- when another owner holds the lock, {-2, ms} when the lock is free but
--- kept for the waiter whose turn it is, {-1, 0} when the owner's hold is
--- gone (lost).
+-- Returns {count, token} on success; {0, ms until it is worth trying
+-- again} when another owner holds the lock, {-2, ms} when the lock is free
+-- but kept for the waiter whose turn it is, both with Redis's time in ms
+-- as a third element when the caller waits; {-1, 0} when the owner's hold
+-- is gone (lost).
 local n = tonumber(ARGV[3])
 local claim = tonumber(ARGV[4])
 local waits = claim > 0 and ARGV[5] == '1'
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-  if cur > 0 then
-    if cur ~= n then
-      redis.call('HSET', KEYS[1], ARGV[1], n)
+local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'q')
+if tonumber(h[2] or '0') > 0 then
+  if h[1] == ARGV[1] then
+    if n == 1 then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    elseif tonumber(h[2]) ~= n then
+      redis.call('HSET', KEYS[1], 'n', n)
     end
-    return {n, tonumber(redis.call('HGET', KEYS[2], 'token') or '0')}
+    return {n, tonumber(h[3])}
   end
   if n > 1 then
     return {-1, 0}
@@ -33,45 +38,58 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   local pttl = redis.call('PTTL', KEYS[1])
   if waits then
     local now = now_ms()
-    enqueue(ARGV[1], now + math.max(pttl, 1000) + claim, now)
+    enqueue(ARGV[1], now + math.max(pttl, 1000) + claim, now, h[4])
+    return {0, pttl, now}
   end
   return {0, pttl}
 end
 if n > 1 then
   return {-1, 0}
 end
-if claim > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+-- Free. A queue may exist only if the hash says so or is gone.
+local queued = claim > 0 and (h[4] or not h[1]) and redis.call('EXISTS', KEYS[2]) == 1
+if queued then
   local now = now_ms()
   local o, d, dropped = first(now)
   if dropped and o then
     -- The waiters before o missed their turns: o's begins now. Their
     -- process is most likely dead, and so may be the processes of the
     -- waiters behind them: after a grace of a tenth of the window, which
-    -- lets a live o take its turn, the key goes to the first queued waiter
+    -- lets a live o take its turn, the lock goes to the first queued waiter
     -- that asks until o's turn ends, so that dead processes do not hold it
     -- up one claim window each.
     d = announce(o, now, claim, ARGV[6], ARGV[1])
-    redis.call('HSET', KEYS[2], 'open', now + math.floor(claim / 10), 'open_until', d)
+    redis.call('HSET', KEYS[1], 'open', now + math.floor(claim / 10), 'open_until', d, 'q', 1)
+    if redis.call('PTTL', KEYS[1]) < claim then
+      redis.call('PEXPIRE', KEYS[1], claim)
+    end
   end
-  local from = tonumber(redis.call('HGET', KEYS[2], 'open') or '0')
-  local open = from > 0 and now < tonumber(redis.call('HGET', KEYS[2], 'open_until') or '0')
-  if o == ARGV[1] or (o and waits and open and from <= now) then
-    redis.call('LREM', KEYS[3], 1, ARGV[1])
-    redis.call('HDEL', KEYS[4], ARGV[1])
+  local open = redis.call('HMGET', KEYS[1], 'open', 'open_until')
+  local from = tonumber(open[1] or '0')
+  local is_open = from > 0 and now < tonumber(open[2] or '0')
+  if o == ARGV[1] or (o and waits and is_open and from <= now) then
+    redis.call('LREM', KEYS[2], 1, ARGV[1])
+    redis.call('HDEL', KEYS[3], ARGV[1])
     if from > 0 then
-      redis.call('HDEL', KEYS[2], 'open', 'open_until')
+      redis.call('HDEL', KEYS[1], 'open', 'open_until')
     end
   elseif o then
+    local back = d - now
+    if is_open and from > now then
+      back = from - now -- come back when the turn opens
+    end
     if waits then
-      enqueue(ARGV[1], d + claim, now)
+      enqueue(ARGV[1], d + claim, now, true)
+      return {-2, back, now}
     end
-    if open and from > now then
-      return {-2, from - now} -- come back when the turn opens
-    end
-    return {-2, d - now}
+    return {-2, back}
   end
 end
-local token = redis.call('HINCRBY', KEYS[2], 'token', 1)
-redis.call('HSET', KEYS[1], ARGV[1], 1)
+local tok, s = next_token(h[3])
+if queued then
+  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', s, 'q', 1)
+else
+  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', s)
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, token}
+return {1, tok}

@@ -363,7 +363,7 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 		if q == nil {
 			q, me, confirmed = c.wt.join(h, true)
 		}
-		res, err = c.wt.wait(ctx, h, q, me, confirmed, res.remaining)
+		res, err = c.wt.wait(ctx, h, q, me, confirmed, res)
 	}
 	if !res.ok && (!cl.a.Try || h.mayHold) {
 		// The owner is given up for good: out of the queue, passing on its

@@ -52,7 +52,7 @@ func TestClose(t *testing.T) {
 	}
 	// Close released the key, so others need not wait for the lease; the
 	// unlock function reports that Close ended the hold.
-	if mr.Exists("lockkit:{k}") {
+	if locktest.Held(t, rdb, "lockkit:{k}") {
 		t.Fatal("key kept after Close")
 	}
 	if err := unlock(); !errors.Is(err, lock.ErrClosed) {

@@ -28,9 +28,10 @@ func Example() {
 		panic(err)
 	}
 	defer unlock()
-	token, _ := lock.FencingToken(ctx, "orders:42")
-	fmt.Println("held:", lock.Held(ctx, "orders:42"), "token:", token)
-	// Output: held: true token: 1
+	// Pass the token to storage that rejects writes with a smaller one.
+	token, ok := lock.FencingToken(ctx, "orders:42")
+	fmt.Println("held:", lock.Held(ctx, "orders:42"), "token:", ok && token > 0)
+	// Output: held: true token: true
 }
 
 func ExampleClient_TryLock() {

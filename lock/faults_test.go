@@ -177,8 +177,8 @@ func (h *slowAcquireReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		args := cmd.Args()
-		// EVALSHA/EVAL sha-or-body 5 KEYS[1..5] ARGV[1..6]: acquire.lua
-		if len(args) == 14 && args[3] == h.key && err == nil {
+		// EVALSHA/EVAL sha-or-body 4 KEYS[1..4] ARGV[1..6]: acquire.lua
+		if len(args) == 13 && args[3] == h.key && err == nil {
 			h.once.Do(func() { close(h.ran) })
 			time.Sleep(h.delay)
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,6 +38,7 @@ type hold struct {
 	fixed  bool            // no watchdog
 	parent context.Context // the outermost caller's; renewal stops when it is done
 	token  uint64
+	handed atomic.Bool // the key was handed over with the claim window's TTL, not yet renewed to the lease
 
 	// mayHold tells that an attempt that did not succeed may have taken
 	// the key on some node (a minority, too late, or cut off): if the call
@@ -71,7 +73,9 @@ type attemptResult struct {
 	token     uint64
 	remaining time.Duration // holder's lease, or the turn's time left, when !ok
 	reserved  bool          // !ok because the key is free but kept for a queued waiter
-	sent      time.Time     // when the successful command was sent
+	sent      time.Time     // when the command was sent (ok: a moment before Redis set the TTL)
+	ttl       time.Duration // ok: the TTL Redis set, the lease or the claim window of a hand-off
+	redisAt   int64         // !ok, queued: Redis's time (ms) when it ran the attempt; 0 if unknown
 }
 
 func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hold {
@@ -115,6 +119,12 @@ func (h *hold) validity() time.Duration {
 	return h.lease - h.c.cfg.driftFor(h.lease)
 }
 
+// linger is how long (ms) Redis keeps the hash of h's key after its last
+// release: the lease, at most a second.
+func (h *hold) linger() int64 {
+	return min(h.lease, time.Second).Milliseconds()
+}
+
 // attempt tries once to take the key for a new owner; with wait, a failed
 // attempt joins the key's wait queue.
 func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
@@ -126,6 +136,7 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	var v votes
 	var token uint64
 	var heldFor []time.Duration
+	var redisAt int64
 	taken := false    // some node may have given us the key
 	reserved := false // the key was free but kept for a queued waiter
 	for _, r := range rs {
@@ -140,13 +151,16 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 		default:
 			reserved = reserved || r.val[0] == -2
 			heldFor = append(heldFor, time.Duration(r.val[1])*time.Millisecond)
+			if len(r.val) == 3 {
+				redisAt = r.val[2]
+			}
 		}
 	}
 	if c.won(v) && time.Since(sent) < h.validity() {
 		if len(c.nodes) > 1 {
 			token = 0 // see NewQuorum
 		}
-		return attemptResult{ok: true, token: token, sent: sent}, nil
+		return attemptResult{ok: true, token: token, sent: sent, ttl: h.lease}, nil
 	}
 	if taken {
 		h.mayHold = true
@@ -157,7 +171,28 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	if len(v.errs) > 0 && len(heldFor)+v.yes < c.quorum {
 		return attemptResult{}, fmt.Errorf("lock: acquire %q: %w", h.key, c.failure(v))
 	}
-	return attemptResult{remaining: c.retryDelay(heldFor, c.cfg.nodeTimeoutFor(h.lease)), reserved: reserved}, nil
+	return attemptResult{remaining: c.retryDelay(heldFor, c.cfg.nodeTimeoutFor(h.lease)), reserved: reserved, sent: sent, redisAt: redisAt}, nil
+}
+
+// handedOff turns a hand-off of the key to h's owner into a successful
+// attempt, if it can be counted on: last is the owner's last attempt,
+// which Redis ran at last.redisAt, before the hand-off at g.at. The TTL
+// Redis set then (the claim window) counts from last.sent plus the time
+// between the two on Redis's clock, less the drift allowance over that
+// time: a moment that precedes the hand-off. It reports false when the
+// holder must confirm with an attempt instead (which sets its lease): a
+// fixed lease, no usable time, or less than half the window left.
+func (h *hold) handedOff(g handOff, last attemptResult) (attemptResult, bool) {
+	if h.fixed || last.redisAt == 0 || g.at < last.redisAt {
+		return attemptResult{}, false
+	}
+	gap := time.Duration(g.at-last.redisAt) * time.Millisecond
+	start := last.sent.Add(gap - gap/100)
+	ttl := time.Duration(h.c.claim) * time.Millisecond
+	if time.Until(start.Add(ttl-h.c.cfg.driftFor(ttl))) < ttl/2 {
+		return attemptResult{}, false
+	}
+	return attemptResult{ok: true, token: uint64(g.token), sent: start, ttl: ttl}, true
 }
 
 // mayHaveRun reports whether a command that failed with err may still have
@@ -181,8 +216,9 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 	h.token = res.token
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.validUntil = res.sent.Add(h.validity())
+	h.validUntil = res.sent.Add(res.ttl - h.c.cfg.driftFor(res.ttl))
 	h.timer = time.AfterFunc(time.Until(h.validUntil), h.expire)
+	h.handed.Store(res.ttl < h.lease)
 	if !h.c.wd.add(h, res.sent) {
 		h.timer.Stop()
 		h.end = ErrClosed
@@ -376,8 +412,8 @@ func (h *hold) release(ctx context.Context, n int) error {
 }
 
 // releaseVotes runs release.lua on every node and tallies the answers; next
-// is the waiter the first node gave the turn to, if any.
-func (h *hold) releaseVotes(ctx context.Context, n int) (votes, string) {
+// is the waiter the first node handed the key to, if any.
+func (h *hold) releaseVotes(ctx context.Context, n int) (votes, handOff) {
 	rs := fanOut(h.c, ctx, h.c.callTimeout(h.lease), func(ctx context.Context, nd *node) (released, error) {
 		return nd.release(ctx, h, n)
 	})
@@ -477,7 +513,7 @@ func (h *hold) endLocked(cause error) {
 	h.timer.Stop()
 	h.c.wd.remove(h)
 	if cause != errDone {
-		h.c.wt.released(h.rk.channel, "") // an unlock wakes them once Redis released
+		h.c.wt.released(h.rk.channel, handOff{}) // an unlock wakes them once Redis released
 	}
 	for _, l := range h.levels {
 		h.c.reportRelease(l, cause) // first, so the observer is done when ctx is
@@ -511,6 +547,7 @@ func (h *hold) renewed(sent time.Time, alive bool) (lost bool) {
 		h.endLocked(ErrLost)
 		return true
 	}
+	h.handed.Store(false)
 	// A confirmation that arrives after the validity it would extend proves
 	// nothing (the timer may just not have fired yet).
 	if until := sent.Add(h.validity()); until.After(h.validUntil) && time.Now().Before(until) {

@@ -17,8 +17,8 @@ var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 // redisKeys are the Redis names of one lock. All share the hash tag
 // {tag}, so a lock's scripts run on one Redis Cluster slot.
 type redisKeys struct {
-	lock    string   // hash: owner -> hold count, with the lease as TTL
-	channel string   // release and turn announcements
+	lock    string   // hash: owner, hold count, token (see queue.lua), with the lease as TTL
+	channel string   // hand-offs and turns
 	scripts []string // the KEYS of acquire.lua, release.lua and leave.lua
 }
 
@@ -27,7 +27,6 @@ func newRedisKeys(prefix, key string) redisKeys {
 	channel := base + ":released"
 	return redisKeys{lock: base, channel: channel, scripts: []string{
 		base,            // the lock
-		base + ":fence", // hash: fencing token and last releasing owner, never expires
 		base + ":queue", // list: waiting owners in arrival order
 		base + ":waits", // hash: waiting owner -> deadline
 		channel,

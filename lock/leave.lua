@@ -1,19 +1,29 @@
 -- Takes waiter ARGV[1], which stopped waiting, out of the queue (keys: see
--- the queue part above). If it was first and the lock is free, the turn
--- was its own: it goes to the next waiter at once. Any other waiter's turn
--- is left as it is, so waiters leaving never extend a turn.
+-- the queue part above). If the lock was handed to it, or the free lock's
+-- turn was its own, the lock goes to the next waiter at once. Any other
+-- waiter's turn is left as it is, so waiters leaving never extend a turn.
 --
 -- ARGV[1]  owner
 -- ARGV[2]  claim window in milliseconds
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[4]  linger: how long (ms) the hash of a free lock stays
 --
--- Returns 1 when the waiter was queued, else 0.
-if redis.call('HDEL', KEYS[4], ARGV[1]) == 0 then
-  return 0
+-- Returns 1 when the waiter was queued or held the lock, else 0.
+local queued = redis.call('HDEL', KEYS[3], ARGV[1]) == 1
+local head = false
+if queued then
+  head = redis.call('LINDEX', KEYS[2], 0) == ARGV[1]
+  redis.call('LREM', KEYS[2], 1, ARGV[1])
 end
-local head = redis.call('LINDEX', KEYS[3], 0) == ARGV[1]
-redis.call('LREM', KEYS[3], 1, ARGV[1])
-if head and redis.call('EXISTS', KEYS[1]) == 0 then
-  give_turn(tonumber(ARGV[2]), ARGV[3], ARGV[1])
+local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't')
+local count = tonumber(h[2] or '0')
+local holds = h[1] == ARGV[1] and count > 0
+if holds or (head and count == 0) then
+  if not hand_off(ARGV[1], h[3], tonumber(ARGV[2]), ARGV[3]) and holds then
+    let_go(ARGV[1], ARGV[4])
+  end
 end
-return 1
+if queued or holds then
+  return 1
+end
+return 0

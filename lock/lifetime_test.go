@@ -75,7 +75,7 @@ func TestReenterRacingUnlock(t *testing.T) {
 }
 
 func TestUnlockOuterFirstEndsInner(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	_, rdb := locktest.Mini(t)
 	c := locktest.NewClient(t, rdb)
 	outer, unlockOuter := locktest.MustLock(t, c, context.Background(), "k")
 	inner, unlockInner := locktest.MustLock(t, c, outer, "k")
@@ -96,7 +96,7 @@ func TestUnlockOuterFirstEndsInner(t *testing.T) {
 	if lock.Held(inner, "k") || lock.Held(outer, "k") {
 		t.Fatal("Held after the outer level was unlocked")
 	}
-	if mr.Exists("lockkit:{k}") {
+	if locktest.Held(t, rdb, "lockkit:{k}") {
 		t.Fatal("key kept after every level ended")
 	}
 	if err := unlockInner(); !errors.Is(err, lock.ErrNotHeld) {
@@ -132,7 +132,7 @@ func TestHoldUntilUnlock(t *testing.T) {
 	if err := unlock(); err != nil {
 		t.Fatalf("unlock: %v", err)
 	}
-	if n := rdb.Exists(context.Background(), "lockkit:{work}").Val(); n != 0 {
+	if locktest.Held(t, rdb, "lockkit:{work}") {
 		t.Fatal("key kept after unlock")
 	}
 }

@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"github.com/alicebob/miniredis/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +25,7 @@ func TestLockUnlock(t *testing.T) {
 	if lock.Held(ctx, "orders:42") {
 		t.Fatal("Held(parent ctx) = true")
 	}
-	if !mr.Exists("lockkit:{orders:42}") {
+	if !locktest.Held(t, rdb, "lockkit:{orders:42}") {
 		t.Fatalf("lock key missing; keys %v", mr.Keys())
 	}
 	if ttl := mr.TTL("lockkit:{orders:42}"); ttl != lock.DefaultLease {
@@ -33,7 +34,7 @@ func TestLockUnlock(t *testing.T) {
 	if err := unlock(); err != nil {
 		t.Fatalf("unlock: %v", err)
 	}
-	if mr.Exists("lockkit:{orders:42}") {
+	if locktest.Held(t, rdb, "lockkit:{orders:42}") {
 		t.Fatal("lock key still there after unlock")
 	}
 	if lctx.Err() == nil {
@@ -85,7 +86,7 @@ func TestReentry(t *testing.T) {
 		inner, unlockInner = locktest.MustLock(t, c, outer, "k", lock.WithMaxWait(time.Second))
 	}()
 	within(t, done, 2*time.Second, "re-entry")
-	if got := mr.HGet("lockkit:{k}", ownerOf(t, mr, "k")); got != "2" {
+	if got := countOf(t, mr, "k"); got != "2" {
 		t.Fatalf("hold count = %q, want 2", got)
 	}
 	t1, _ := lock.FencingToken(outer, "k")
@@ -104,7 +105,7 @@ func TestReentry(t *testing.T) {
 	if err := unlockInner(); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("double unlock inner = %v, want ErrNotHeld", err)
 	}
-	if !mr.Exists("lockkit:{k}") || !lock.Held(outer, "k") {
+	if !locktest.Held(t, rdb, "lockkit:{k}") || !lock.Held(outer, "k") {
 		t.Fatal("key released before the outermost unlock")
 	}
 	if inner.Err() == nil {
@@ -113,21 +114,19 @@ func TestReentry(t *testing.T) {
 	if err := unlockOuter(); err != nil {
 		t.Fatalf("unlock outer: %v", err)
 	}
-	if mr.Exists("lockkit:{k}") {
+	if locktest.Held(t, rdb, "lockkit:{k}") {
 		t.Fatal("key kept after the outermost unlock")
 	}
 }
 
-// ownerOf returns the single owner field of key's lock hash.
-func ownerOf(t *testing.T, mr interface {
-	HKeys(string) ([]string, error)
-}, key string) string {
+// countOf returns the hold count of key's holder in Redis.
+func countOf(t *testing.T, mr *miniredis.Miniredis, key string) string {
 	t.Helper()
-	f, err := mr.HKeys("lockkit:{" + key + "}")
-	if err != nil || len(f) != 1 {
-		t.Fatalf("owners of %q: %v %v", key, f, err)
+	name := "lockkit:{" + key + "}"
+	if o := mr.HGet(name, "o"); o == "" {
+		t.Fatalf("no owner of %q", key)
 	}
-	return f[0]
+	return mr.HGet(name, "n")
 }
 
 func TestHoldingOtherKeysStillContends(t *testing.T) {
@@ -150,7 +149,7 @@ func TestHoldingOtherKeysStillContends(t *testing.T) {
 }
 
 func TestUnlockWithCancelledContext(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	_, rdb := locktest.Mini(t)
 	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithCancel(context.Background())
 	_, unlock := locktest.MustLock(t, c, ctx, "k")
@@ -158,7 +157,7 @@ func TestUnlockWithCancelledContext(t *testing.T) {
 	if err := unlock(); err != nil {
 		t.Fatalf("unlock after cancel: %v", err)
 	}
-	if mr.Exists("lockkit:{k}") {
+	if locktest.Held(t, rdb, "lockkit:{k}") {
 		t.Fatal("key kept")
 	}
 }

@@ -30,8 +30,8 @@ func newNode(rdb redis.UniversalClient) *node {
 }
 
 // acquire runs acquire.lua: it moves h's owner to hold count n and returns
-// the script's reply pair (see the script). With wait, a failed attempt
-// joins the wait queue.
+// the script's reply (see the script). With wait, a failed attempt joins
+// the wait queue.
 func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64, error) {
 	w := 0
 	if wait {
@@ -39,37 +39,51 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64
 	}
 	v, err := acquireScript.Run(ctx, nd.rdb, h.rk.scripts,
 		h.owner, h.lease.Milliseconds(), n, h.c.claim, w, nd.publish).Int64Slice()
-	if err == nil && len(v) != 2 {
+	if err == nil && len(v) != 2 && len(v) != 3 {
 		err = fmt.Errorf("unexpected reply %v", v)
 	}
 	return v, err
 }
 
 // release runs release.lua: it moves h's owner to hold count n and reports
-// whether the owner still held the key and which waiter, if any, was given
-// the turn.
+// whether the owner still held the key and to which waiter, if any, it was
+// handed.
 func (nd *node) release(ctx context.Context, h *hold, n int) (released, error) {
 	v, err := releaseScript.Run(ctx, nd.rdb, h.rk.scripts,
-		h.owner, n, h.c.claim, nd.publish).Slice()
+		h.owner, n, h.c.claim, nd.publish, h.linger()).Slice()
 	if err != nil {
 		return released{}, err
 	}
-	if len(v) != 2 {
+	r := released{ok: len(v) > 0 && v[0] == int64(1)}
+	switch len(v) {
+	case 1:
+	case 4:
+		r.next.owner, _ = v[1].(string)
+		r.next.token, _ = v[2].(int64)
+		r.next.at, _ = v[3].(int64)
+	default:
 		return released{}, fmt.Errorf("unexpected reply %v", v)
 	}
-	next, _ := v[1].(string)
-	return released{ok: v[0] == int64(1), next: next}, nil
+	return r, nil
 }
 
 // released is release.lua's reply.
 type released struct {
-	ok   bool   // the owner's count is at the target
-	next string // the waiter given the turn, if any
+	ok   bool    // the owner's count is at the target
+	next handOff // the waiter the key was handed to, if any
+}
+
+// A handOff tells that a release gave the key to a queued waiter, owner,
+// with token, at Redis's time at (ms), for the claim window.
+type handOff struct {
+	owner string
+	token int64
+	at    int64
 }
 
 // leave runs leave.lua: h's owner stopped waiting.
 func (nd *node) leave(ctx context.Context, h *hold) error {
-	return leaveScript.Run(ctx, nd.rdb, h.rk.scripts, h.owner, h.c.claim, nd.publish).Err()
+	return leaveScript.Run(ctx, nd.rdb, h.rk.scripts, h.owner, h.c.claim, nd.publish, h.linger()).Err()
 }
 
 // leaseState is what a renewal learned of one lease: whether its owner
@@ -122,7 +136,7 @@ func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 func (nd *node) releaseAll(ctx context.Context, holds []*hold) {
 	nd.pipelined(ctx, releaseScript, len(holds), func(i int) ([]string, []any) {
 		h := holds[i]
-		return h.rk.scripts, []any{h.owner, 0, h.c.claim, nd.publish}
+		return h.rk.scripts, []any{h.owner, 0, h.c.claim, nd.publish, h.linger()}
 	})
 }
 

@@ -1,28 +1,55 @@
--- The wait queue of one lock, first come first served across all Clients.
--- It is prepended to acquire.lua, release.lua and leave.lua, which share
--- this key layout:
+-- The data of one lock and its wait queue, first come first served across
+-- all Clients. This part is prepended to acquire.lua, release.lua and
+-- leave.lua, which share this key layout:
 --
--- KEYS[1]  lock hash: owner -> hold count, with the lease as TTL
--- KEYS[2]  fence hash: fencing token and last releasing owner
--- KEYS[3]  queue list: waiting owners in arrival order
--- KEYS[4]  waits hash: waiting owner -> deadline (ms of Redis's clock)
--- KEYS[5]  release channel
+-- KEYS[1]  lock hash, with the lease as TTL:
+--            o  the owner (while n > 0; afterwards the last one)
+--            n  its hold count; 0 or missing when the lock is free
+--            t  the last fencing token handed out
+--            r  the owner of the last full release
+--            q  1 when a wait queue may exist
+--            open, open_until  a turn open to any queued waiter (see below)
+-- KEYS[2]  queue list: waiting owners in arrival order
+-- KEYS[3]  waits hash: waiting owner -> deadline (ms of Redis's clock)
+-- KEYS[4]  channel of hand-offs and turns
 --
 -- A Lock call whose attempt fails joins the queue and stays in it while it
 -- tries again before its deadline: the holder's remaining lease (or the
--- time the waiter was told to come back after) plus the claim window. When
--- the lock becomes free the first live waiter gets its turn: the lock is
--- kept for it for the claim window and the turn is announced on the
--- channel as "<from> <owner>". A waiter that misses its turn is dropped,
--- with every other waiter of its Client, and the next one gets the turn;
--- from a tenth of the window into that turn the key goes to whichever
--- queued waiter asks first (fields 'open' and 'open_until' of the fence
--- hash), so that waiters of several dead processes stall a free key about
--- one claim window in all, not one each.
+-- time the waiter was told to come back after) plus the claim window. A
+-- release hands the lock to the first live waiter: the lock is written for
+-- it with the claim window as TTL and the hand-off announced on the channel
+-- as "<from> <owner> <token> <ms>", so the waiter starts without another
+-- command, and renews the lease to its own before the window ends. A waiter
+-- whose process died never renews: the lock lapses after the claim window,
+-- and the next attempt drops that waiter, with every other waiter of its
+-- Client, and gives the next one a turn: the lock is kept free for it for
+-- the claim window, announced as "<from> <owner>", and taken by its next
+-- attempt. From a tenth of the window into that turn the lock goes to
+-- whichever queued waiter asks first, so that waiters of several dead
+-- processes stall a free lock about one claim window in all, not one each.
+--
+-- A released lock's hash stays, free, for at most the linger time the
+-- release is given (1 s at most), so that a retried release knows it went
+-- through and the next token follows the last; with the hash gone a token
+-- is Redis's clock in microseconds, larger than any token before as long
+-- as that clock does not go back. Every key has a TTL.
 
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- next_token returns the token after last (nil when the hash is gone), as
+-- a number and as the string stored.
+local function next_token(last)
+  local tok
+  if last then
+    tok = tonumber(last) + 1
+  else
+    local t = redis.call('TIME')
+    tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return tok, string.format('%.0f', tok)
 end
 
 -- client_of is the Client part of owner o ("<client id>:<seq>").
@@ -35,10 +62,10 @@ end
 -- other waiters would each hold up the queue for a claim window. A live
 -- waiter dropped by mistake queues again at its next attempt.
 local function drop_client(c)
-  for _, o in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+  for _, o in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
     if client_of(o) == c then
-      redis.call('LREM', KEYS[3], 1, o)
-      redis.call('HDEL', KEYS[4], o)
+      redis.call('LREM', KEYS[2], 1, o)
+      redis.call('HDEL', KEYS[3], o)
     end
   end
 end
@@ -49,11 +76,11 @@ end
 local function first(now)
   local dropped = false
   while true do
-    local o = redis.call('LINDEX', KEYS[3], 0)
+    local o = redis.call('LINDEX', KEYS[2], 0)
     if not o then
       return nil, 0, dropped
     end
-    local d = tonumber(redis.call('HGET', KEYS[4], o) or '0')
+    local d = tonumber(redis.call('HGET', KEYS[3], o) or '0')
     if d > now then
       return o, d, dropped
     end
@@ -66,34 +93,55 @@ end
 -- call did it. Returns the turn's deadline.
 local function announce(o, now, claim, publish, from)
   local d = now + claim
-  redis.call('HSET', KEYS[4], o, d)
-  redis.call(publish, KEYS[5], from .. ' ' .. o)
+  redis.call('HSET', KEYS[3], o, d)
+  redis.call(publish, KEYS[4], from .. ' ' .. o)
   return d
 end
 
--- give_turn gives the free lock's turn to the first live waiter, if any,
--- and returns that waiter.
-local function give_turn(claim, publish, from)
-  if redis.call('EXISTS', KEYS[3]) == 0 then
-    return nil
-  end
+-- hand_off gives the free lock to the first live waiter, if any, for the
+-- claim window, and tells it so; from is the owner that let go of it, last
+-- the last token. The waiter stays first in the queue until it releases,
+-- with the window's end as deadline: if it never renews, the next attempt
+-- after the window drops it. Returns the waiter, the token and Redis's
+-- time in ms, or nil.
+local function hand_off(from, last, claim, publish)
   local now = now_ms()
   local o = first(now)
-  if o then
-    announce(o, now, claim, publish, from)
+  if not o then
+    return nil
   end
-  return o
+  local tok, s = next_token(last)
+  redis.call('HSET', KEYS[1], 'o', o, 'n', 1, 't', s, 'r', from, 'q', 1, 'open', 0)
+  redis.call('PEXPIRE', KEYS[1], claim)
+  redis.call('HSET', KEYS[3], o, now + claim)
+  redis.call(publish, KEYS[4], from .. ' ' .. o .. ' ' .. s .. ' ' .. now)
+  return o, tok, now
+end
+
+-- let_go marks the lock free after owner's last release and keeps the hash
+-- for linger ms.
+local function let_go(owner, linger)
+  redis.call('HSET', KEYS[1], 'n', 0, 'r', owner)
+  redis.call('PEXPIRE', KEYS[1], linger)
 end
 
 -- enqueue puts owner at the back of the queue unless it is in it already,
--- with the given deadline, and keeps both keys until the latest deadline.
-local function enqueue(owner, deadline, now)
-  if redis.call('HSET', KEYS[4], owner, deadline) == 1 then
-    redis.call('RPUSH', KEYS[3], owner)
+-- with the given deadline, keeps both queue keys until the latest
+-- deadline, and flags the queue in the lock hash (flagged tells it is
+-- already), which lives at least as long as the queue when this creates it.
+local function enqueue(owner, deadline, now, flagged)
+  if redis.call('HSET', KEYS[3], owner, deadline) == 1 then
+    redis.call('RPUSH', KEYS[2], owner)
   end
   local ttl = deadline - now
-  if redis.call('PTTL', KEYS[4]) < ttl then
-    redis.call('PEXPIRE', KEYS[4], ttl)
+  if redis.call('PTTL', KEYS[3]) < ttl then
     redis.call('PEXPIRE', KEYS[3], ttl)
+    redis.call('PEXPIRE', KEYS[2], ttl)
+  end
+  if not flagged then
+    redis.call('HSET', KEYS[1], 'q', 1)
+    if redis.call('PTTL', KEYS[1]) < 0 then
+      redis.call('PEXPIRE', KEYS[1], ttl)
+    end
   end
 end

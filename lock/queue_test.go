@@ -133,6 +133,9 @@ func queueDeadWaiter(t *testing.T, rdb *redis.Client, key, owner string) {
 	if err := rdb.HSet(ctx, base+":waits", owner, now.Add(time.Minute).UnixMilli()).Err(); err != nil {
 		t.Fatal(err)
 	}
+	if err := rdb.HSet(ctx, base, "q", 1).Err(); err != nil { // the lock is held: its hash has a TTL
+		t.Fatal(err)
+	}
 }
 
 func TestTurnOfVanishedWaiterPassesAfterClaimWindow(t *testing.T) {

@@ -5,35 +5,46 @@
 -- ARGV[2]  hold count this call moves the owner to
 -- ARGV[3]  claim window in milliseconds; 0 when there is no queue
 -- ARGV[4]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[5]  linger: how long (ms) the hash of a free lock stays
 --
 -- The count is set to the target, so a retried command changes nothing
--- more. At zero the key is deleted and the owner noted as the last to
--- release; then the first queued waiter gets its turn, announced on the
--- channel. Without a queue (claim window 0) the release itself is
--- announced, with the owner, to every waiter.
+-- more. At zero the lock goes to the first live queued waiter, if any (a
+-- hand-off, announced on the channel); otherwise it is marked free, with
+-- the owner noted as the last to release. Without a queue (claim window 0)
+-- the release itself is announced, with the owner, to every waiter.
 --
--- Returns {1, next} when the owner's count is at the target, next being
--- the waiter given the turn (or nil); {0, nil} when the owner's hold is
--- gone: the key is missing at a count above zero, or another owner has it
--- although this owner did not release it (a retried release whose first
--- try went through finds itself noted).
+-- Returns {1} when the owner's count is at the target, or {1, waiter,
+-- token, ms} when the lock was handed to waiter with token at Redis's time
+-- ms; {0} when the owner's hold is gone: it is not in the hash, and was not
+-- the last to release (a retried release whose first try went through
+-- finds itself noted).
 local n = tonumber(ARGV[2])
-local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-if cur == 0 then
-  if n == 0 and (redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HGET', KEYS[2], 'released') == ARGV[1]) then
-    return {1, false}
+local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'r', 'q')
+if h[1] ~= ARGV[1] or tonumber(h[2] or '0') == 0 then
+  if n == 0 and h[4] == ARGV[1] then
+    return {1}
   end
-  return {0, false}
+  return {0}
 end
 if n > 0 then
-  redis.call('HSET', KEYS[1], ARGV[1], n)
-  return {1, false}
+  redis.call('HSET', KEYS[1], 'n', n)
+  return {1}
 end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[2], 'released', ARGV[1])
 local claim = tonumber(ARGV[3])
 if claim == 0 then
-  redis.call(ARGV[4], KEYS[5], ARGV[1])
-  return {1, false}
+  let_go(ARGV[1], ARGV[5])
+  redis.call(ARGV[4], KEYS[4], ARGV[1])
+  return {1}
 end
-return {1, give_turn(claim, ARGV[4], ARGV[1]) or false}
+if h[5] and redis.call('EXISTS', KEYS[2]) == 1 then
+  -- An owner the lock was handed to is still first in the queue.
+  if redis.call('HDEL', KEYS[3], ARGV[1]) == 1 then
+    redis.call('LREM', KEYS[2], 1, ARGV[1])
+  end
+  local o, tok, now = hand_off(ARGV[1], h[3], claim, ARGV[4])
+  if o then
+    return {1, o, tok, now}
+  end
+end
+let_go(ARGV[1], ARGV[5])
+return {1}

@@ -8,7 +8,8 @@
 -- never takes a lock that was lost. Returns 1 (renewed) or 0 (gone) per key.
 local res = {}
 for i, key in ipairs(KEYS) do
-  if redis.call('HEXISTS', key, ARGV[2 * i - 1]) == 1 then
+  local h = redis.call('HMGET', key, 'o', 'n')
+  if h[1] == ARGV[2 * i - 1] and tonumber(h[2] or '0') > 0 then
     redis.call('PEXPIRE', key, ARGV[2 * i])
     res[i] = 1
   else

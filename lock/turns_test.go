@@ -154,15 +154,24 @@ func TestDeadProcessesStallAFreeKey(t *testing.T) {
 	}
 }
 
-// A key kept for a queued waiter's turn refuses TryLock and says why.
+// A key kept for a queued waiter's turn refuses TryLock and says why. The
+// release hands the key to the first of two dead waiters; when that
+// hand-off lapses unused, the next waiter gets a turn.
 func TestTryLockDuringTurnSaysReserved(t *testing.T) {
 	_, rdb := newReal(t)
 	holder := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	_, unlock := locktest.MustLock(t, holder, ctx, "reserved")
 	queueDeadWaiter(t, rdb, "reserved", "dead:1")
+	queueDeadWaiter(t, rdb, "reserved", "other:1")
 	if err := unlock(); err != nil {
 		t.Fatal(err)
+	}
+	if !locktest.Held(t, rdb, "lockkit:{reserved}") {
+		t.Fatal("the release did not hand the key to the first waiter")
+	}
+	for locktest.Held(t, rdb, "lockkit:{reserved}") {
+		time.Sleep(50 * time.Millisecond) // the hand-off lapses after the 1 s claim window
 	}
 	_, _, err := holder.TryLock(ctx, "reserved")
 	var ne *lock.NotObtainedError

@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,8 +53,9 @@ type queue struct {
 // A waiter is one Lock call waiting for its key.
 type waiter struct {
 	owner string
-	wake  chan struct{} // capacity 1: try now
+	wake  chan struct{} // capacity 1: try now, or see given
 	soon  chan struct{} // capacity 1: another Client's waiter has the turn
+	given handOff       // guarded by waiters.mu: the key was handed to this waiter
 }
 
 func newWaiters(c *Client) *waiters {
@@ -67,32 +69,34 @@ func newWaiters(c *Client) *waiters {
 // wait blocks until h's key is taken for h's owner or ctx, the call's
 // context (see [Client.callContext]), is done. me is h's waiter in q, the key's
 // queue; confirmed tells whether the subscription was confirmed before
-// me joined q and made its last attempt, so that attempt saw every release
-// announced before and every later one reaches me. remaining is how long
-// that attempt said to wait (the holder's lease, or the turn of the waiter
-// before); the waiter tries again when it runs out even if no release is
+// me joined q and made its last attempt, last, so that attempt saw every
+// release announced before and every later one reaches me. The waiter
+// tries again when the time that attempt said to wait runs out (the
+// holder's lease, or the turn of the waiter before) even if no release is
 // announced, so a lost message delays it, never strands it.
 //
-// With one Redis, every waiter is in the key's wait queue in Redis and tries
-// when its turn is announced. In quorum mode, which has no such queue, only
-// this process's first waiter of the key tries, so a release does not send
-// every local waiter at Redis at once.
-func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confirmed bool, remaining time.Duration) (attemptResult, error) {
+// With one Redis, every waiter is in the key's wait queue in Redis: a
+// release hands the key to the first, which learns it from the message
+// (or from the releasing call, in this process) and starts without another
+// command; a waiter given a turn instead tries. In quorum mode, which has
+// no such queue, only this process's first waiter of the key tries, so a
+// release does not send every local waiter at Redis at once.
+func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confirmed bool, last attemptResult) (attemptResult, error) {
 	ready := q.ready
 	if confirmed {
 		ready = nil
 	}
-	retry := time.NewTimer(retryAfter(remaining))
+	retry := time.NewTimer(retryAfter(last.remaining))
 	defer retry.Stop()
-	due := time.Now().Add(retryAfter(remaining))
+	due := time.Now().Add(retryAfter(last.remaining))
 	for {
 		select {
 		case <-ready:
 			ready = nil // subscribed: try, a release may have come before
 		case <-me.wake:
 		case <-me.soon:
-			// If that waiter is gone, its turn lapses after the claim
-			// window: try then, unless told sooner.
+			// If that waiter is gone, the key it was handed, or its turn,
+			// lapses after the claim window: try then, unless told sooner.
 			if d := claimWindow + time.Millisecond; time.Until(due) > d {
 				due = time.Now().Add(d)
 				retry.Reset(d)
@@ -100,29 +104,42 @@ func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confi
 			continue
 		case <-retry.C:
 		case <-ctx.Done():
-			return attemptResult{}, ended(ctx, h.key, remaining, false)
+			return attemptResult{}, ended(ctx, h.key, last.remaining, false)
 		}
 		select {
 		case <-me.wake: // this attempt sees every release announced so far
 		default:
 		}
-		if w.c.claim == 0 && !w.isFirst(q, me) {
-			due = time.Now().Add(retryAfter(remaining))
-			retry.Reset(retryAfter(remaining))
+		if g := w.takeGiven(me); g.owner != "" {
+			if res, ok := h.handedOff(g, last); ok {
+				return res, nil
+			}
+		} else if w.c.claim == 0 && !w.isFirst(q, me) {
+			due = time.Now().Add(retryAfter(last.remaining))
+			retry.Reset(retryAfter(last.remaining))
 			continue
 		}
 		res, err := h.attempt(ctx, true)
 		if err != nil && ctx.Err() != nil {
 			// Cut off: the key was held at the last answer.
-			return attemptResult{}, ended(ctx, h.key, remaining, false)
+			return attemptResult{}, ended(ctx, h.key, last.remaining, false)
 		}
 		if err != nil || res.ok {
 			return res, err
 		}
-		remaining = res.remaining
-		due = time.Now().Add(retryAfter(remaining))
-		retry.Reset(retryAfter(remaining))
+		last = res
+		due = time.Now().Add(retryAfter(last.remaining))
+		retry.Reset(retryAfter(last.remaining))
 	}
+}
+
+// takeGiven returns and clears the hand-off me was told of, if any.
+func (w *waiters) takeGiven(me *waiter) handOff {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := me.given
+	me.given = handOff{}
+	return g
 }
 
 // retryAfter is when to try again without a message: just after the time
@@ -136,16 +153,16 @@ func retryAfter(remaining time.Duration) time.Duration {
 }
 
 // released tells this process's waiters of channel that the key was
-// released, as the message would: next is the waiter given the turn, or ""
-// when there is no queue in Redis.
-func (w *waiters) released(channel, next string) {
+// released, as the message would: next is the waiter it was handed to, or
+// none when there is no queue in Redis or nobody waited.
+func (w *waiters) released(channel string, next handOff) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[channel]
 	if q == nil {
 		return
 	}
-	if next != "" {
+	if next.owner != "" {
 		q.turn(next)
 		return
 	}
@@ -154,12 +171,16 @@ func (w *waiters) released(channel, next string) {
 	}
 }
 
-// turn wakes the waiter whose turn it is, if it is this process's; when it
-// is another Client's, the first waiter here learns it should check on it
-// after the claim window. Called with waiters.mu held.
-func (q *queue) turn(next string) {
+// turn wakes the waiter the key was handed to (next.token set) or given
+// the turn, if it is this process's; when it is another Client's, the
+// first waiter here learns it should check on it after the claim window.
+// Called with waiters.mu held.
+func (q *queue) turn(next handOff) {
 	for _, wt := range q.list {
-		if wt.owner == next {
+		if wt.owner == next.owner {
+			if next.token != 0 {
+				wt.given = next
+			}
 			signal(wt.wake)
 			return
 		}
@@ -266,9 +287,10 @@ func (w *waiters) listen(ps *redis.PubSub) {
 	})
 }
 
-// dispatch handles a message: "<from> <next>" gives next the turn; a
-// plain "<from>" (quorum mode) announces a release to the first waiter,
-// unless it is this Client's own, whose waiters were woken already.
+// dispatch handles a message: "<from> <next> <token> <ms>" hands the key
+// to next, "<from> <next>" gives next the turn; a plain "<from>" (quorum
+// mode) announces a release to the first waiter, unless it is this
+// Client's own, whose waiters were woken already.
 // A confirmed subscription wakes every waiter: the first through ready,
 // later ones (reconnections, when messages may have been missed) here.
 func (w *waiters) dispatch(msg any) {
@@ -280,10 +302,10 @@ func (w *waiters) dispatch(msg any) {
 		if q == nil {
 			return
 		}
-		from, next, named := strings.Cut(m.Payload, " ")
+		from, rest, named := strings.Cut(m.Payload, " ")
 		switch {
 		case named:
-			q.turn(next)
+			q.turn(parseTurn(rest))
 		case !strings.HasPrefix(from, w.c.id+":") && len(q.list) > 0:
 			signal(q.list[0].wake)
 		}
@@ -300,6 +322,21 @@ func (w *waiters) dispatch(msg any) {
 			}
 		}
 	}
+}
+
+// parseTurn reads "<next> <token> <ms>" (a hand-off) or "<next>" (a turn).
+// A hand-off whose numbers do not parse counts as a turn: the waiter tries.
+func parseTurn(s string) handOff {
+	owner, nums, _ := strings.Cut(s, " ")
+	g := handOff{owner: owner}
+	tok, at, _ := strings.Cut(nums, " ")
+	var err1, err2 error
+	g.token, err1 = strconv.ParseInt(tok, 10, 64)
+	g.at, err2 = strconv.ParseInt(at, 10, 64)
+	if err1 != nil || err2 != nil {
+		return handOff{owner: owner}
+	}
+	return g
 }
 
 // close stops the idle timers; the subscribers close the subscriptions

@@ -41,8 +41,14 @@ func (w *watchdog) armLocked(at time.Time) {
 }
 
 // interval is how often a lease is renewed: a third of it, so two more
-// renewals can fail before the validity ends.
-func interval(h *hold) time.Duration { return h.lease / 3 }
+// renewals can fail before the validity ends. A hold the key was handed to
+// has the claim window's TTL until its first renewal: a third of that.
+func interval(h *hold) time.Duration {
+	if h.handed.Load() {
+		return min(h.lease, time.Duration(h.c.claim)*time.Millisecond) / 3
+	}
+	return h.lease / 3
+}
 
 // add registers a hold whose lease was set at sent. It reports false when
 // the Client is closed.

@@ -37,6 +37,7 @@ func TestAcquiredAndReleased(t *testing.T) {
 	ctx, request := tel.parent("POST /orders/:id/pay")
 
 	lctx, unlock := locktest.MustLock(t, locker, ctx, "orders:42")
+	token := tokenOf(t, lctx, "orders:42")
 	if n := len(tel.ended("lock.hold")); n != 0 {
 		t.Fatalf("lock.hold ended before unlock")
 	}
@@ -50,7 +51,7 @@ func TestAcquiredAndReleased(t *testing.T) {
 
 	acq := tel.only(t, "lock.acquire")
 	wantAttrs(t, acq, aName.String("orders"), aOperation.String("lock"), aAcquireOutcome.String("acquired"),
-		aReentrant.Bool(false), aToken.Int64(1))
+		aReentrant.Bool(false), aToken.Int64(token))
 	if w := attr(t, acq, aWaitTime).AsFloat64(); w < 0 || w > acq.EndTime().Sub(acq.StartTime()).Seconds()+0.05 {
 		t.Errorf("wait time %v s outside the span's %v", w, acq.EndTime().Sub(acq.StartTime()))
 	}
@@ -60,7 +61,7 @@ func TestAcquiredAndReleased(t *testing.T) {
 	childOf(t, acq, request.SpanContext())
 
 	hold := tel.only(t, "lock.hold")
-	wantAttrs(t, hold, aName.String("orders"), aReentrant.Bool(false), aToken.Int64(1), aHoldOutcome.String("released"))
+	wantAttrs(t, hold, aName.String("orders"), aReentrant.Bool(false), aToken.Int64(token), aHoldOutcome.String("released"))
 	if hold.Status().Code != codes.Unset || len(hold.Events()) != 0 {
 		t.Errorf("hold span: status %v, events %v", hold.Status(), hold.Events())
 	}
@@ -99,6 +100,7 @@ func TestReentered(t *testing.T) {
 
 	outer, unlockOuter := locktest.MustLock(t, locker, context.Background(), "orders:42")
 	_, unlockInner := locktest.MustLock(t, locker, outer, "orders:42")
+	token := tokenOf(t, outer, "orders:42")
 	reentrant := []attribute.KeyValue{aName.String("orders"), aReentrant.Bool(true)}
 	if n := tel.collect(t).value(t, "lock.held", reentrant...); n != 1 {
 		t.Errorf("lock.held{reentrant} = %d while re-entered, want 1", n)
@@ -115,8 +117,8 @@ func TestReentered(t *testing.T) {
 	if len(acquires) != 2 || len(holds) != 2 {
 		t.Fatalf("%d acquire and %d hold spans, want 2 and 2", len(acquires), len(holds))
 	}
-	wantAttrs(t, acquires[1], aReentrant.Bool(true), aAcquireOutcome.String("acquired"), aToken.Int64(1))
-	wantAttrs(t, holds[0], aReentrant.Bool(true), aToken.Int64(1), aHoldOutcome.String("released"))
+	wantAttrs(t, acquires[1], aReentrant.Bool(true), aAcquireOutcome.String("acquired"), aToken.Int64(token))
+	wantAttrs(t, holds[0], aReentrant.Bool(true), aToken.Int64(token), aHoldOutcome.String("released"))
 	wantAttrs(t, holds[1], aReentrant.Bool(false))
 	// The re-entry happens inside the outer hold: its spans are children of it.
 	childOf(t, acquires[1], holds[1].SpanContext())
@@ -250,4 +252,14 @@ func TestAcquireErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tokenOf returns the fencing token of the hold on key that ctx carries.
+func tokenOf(t *testing.T, ctx context.Context, key string) int64 {
+	t.Helper()
+	tok, ok := lock.FencingToken(ctx, key)
+	if !ok || tok == 0 {
+		t.Fatalf("FencingToken = %d, %v; want a token", tok, ok)
+	}
+	return int64(tok)
 }

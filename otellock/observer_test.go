@@ -80,8 +80,9 @@ func TestLockContextKeepsWorking(t *testing.T) {
 			locker := locktest.NewClient(t, rdb, lock.WithObserver(obs))
 			lctx, unlock := locktest.MustLock(t, locker, context.Background(), "orders:42")
 			inner, unlockInner := locktest.MustLock(t, locker, lctx, "orders:42")
-			if tok, ok := lock.FencingToken(inner, "orders:42"); !ok || tok != 1 || !lock.Held(lctx, "orders:42") {
-				t.Errorf("Held %v, FencingToken %d %v; want true, 1 true", lock.Held(lctx, "orders:42"), tok, ok)
+			outerTok, _ := lock.FencingToken(lctx, "orders:42")
+			if tok, ok := lock.FencingToken(inner, "orders:42"); !ok || tok == 0 || tok != outerTok || !lock.Held(lctx, "orders:42") {
+				t.Errorf("Held %v, FencingToken %d %v; want true, the outer level's %d, true", lock.Held(lctx, "orders:42"), tok, ok, outerTok)
 			}
 			if err := unlockInner(); err != nil {
 				t.Fatal(err)

@@ -105,3 +105,17 @@ func StartChild(t testing.TB, env, ready string) *exec.Cmd {
 	}
 	return cmd
 }
+
+// Held reports whether the lock hash name (such as "lockkit:{k}") has a
+// holder in Redis: a released lock's hash stays a moment, free.
+func Held(t testing.TB, rdb redis.Cmdable, name string) bool {
+	t.Helper()
+	n, err := rdb.HGet(context.Background(), name, "n").Int()
+	switch {
+	case err == redis.Nil:
+		return false
+	case err != nil:
+		t.Fatalf("HGET %s n: %v", name, err)
+	}
+	return n > 0
+}

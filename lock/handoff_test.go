@@ -1,0 +1,86 @@
+package lock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lock"
+)
+
+// A release hands the key to the first queued waiter in its script: the
+// waiter, in another Client, learns it from the message and starts without
+// sending a command, with a token larger than the last holder's.
+func TestHandOffStartsWithoutACommand(t *testing.T) {
+	srv, rdb := newReal(t)
+	holder := locktest.NewClient(t, rdb)
+	wrdb := srv.Client(t)
+	sent := locktest.CountCommands(wrdb)
+	waiter := locktest.NewClient(t, wrdb)
+	ctx := context.Background()
+	hctx, unlock := locktest.MustLock(t, holder, ctx, "handoff")
+	before, _ := lock.FencingToken(hctx, "handoff")
+	done, res := lockAsync(waiter, ctx, "handoff")
+	waitQueued(t, rdb, "handoff", 1)
+	time.Sleep(100 * time.Millisecond) // its subscription is confirmed, and its attempt after it made
+	n := sent.N()
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, done, 2*time.Second, "the waiter")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	defer res.unlock()
+	if d := sent.N() - n; d != 0 {
+		t.Errorf("the waiter sent %d commands between the release and holding the key, want 0", d)
+	}
+	if tok, ok := lock.FencingToken(res.ctx, "handoff"); !ok || tok <= before {
+		t.Errorf("token after the hand-off %d (ok %v), before %d: want larger", tok, ok, before)
+	}
+}
+
+// A key handed over has the claim window's TTL until its holder renews it
+// to its lease; the watchdog does so well before the window ends, so a
+// hold longer than the window is not lost. A fixed lease is set by a
+// confirming attempt at once.
+func TestHandedOverHoldKeepsItsLease(t *testing.T) {
+	t.Parallel() // long: holds past the claim window
+	for _, tc := range []struct {
+		name string
+		opts []lock.LockOption
+		want time.Duration // PTTL at least, right after the hand-off
+	}{
+		{"watchdog", nil, 0},
+		{"fixed lease", []lock.LockOption{lock.WithFixedLease(20 * time.Second)}, 15 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, rdb := newReal(t)
+			holder := locktest.NewClient(t, rdb)
+			waiter := locktest.NewClient(t, rdb)
+			ctx := context.Background()
+			_, unlock := locktest.MustLock(t, holder, ctx, "kept")
+			done, res := lockAsync(waiter, ctx, "kept", tc.opts...)
+			waitQueued(t, rdb, "kept", 1)
+			if err := unlock(); err != nil {
+				t.Fatal(err)
+			}
+			within(t, done, 2*time.Second, "the waiter")
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			defer res.unlock()
+			if ttl := rdb.PTTL(ctx, "lockkit:{kept}").Val(); ttl < tc.want {
+				t.Fatalf("PTTL right after the hand-off = %v, want at least %v", ttl, tc.want)
+			}
+			time.Sleep(2500 * time.Millisecond) // 2.5 claim windows
+			if !lock.Held(res.ctx, "kept") || res.ctx.Err() != nil {
+				t.Fatalf("hold lost %v after the hand-off: %v", 2500*time.Millisecond, context.Cause(res.ctx))
+			}
+			if ttl := rdb.PTTL(ctx, "lockkit:{kept}").Val(); ttl < 5*time.Second {
+				t.Fatalf("PTTL 2.5 s after the hand-off = %v, want the lease's", ttl)
+			}
+		})
+	}
+}
