@@ -34,12 +34,13 @@ type UnlockFunc func() error
 // Client takes locks on one Redis deployment. It is safe for concurrent
 // use. Create it with [New] and call [Client.Close] when done.
 type Client struct {
-	nodes  []*node // one, or several independent masters in quorum mode
-	quorum int     // nodes that must confirm: len(nodes)/2 + 1
-	claim  int64   // claim window (ms) of the wait queue; 0 in quorum mode, which has none
-	cfg    config
-	id     string // random; every owner is id:seq
-	seq    atomic.Uint64
+	nodes    []*node // one, or several independent masters in quorum mode
+	quorum   int     // nodes that must confirm: len(nodes)/2 + 1
+	claim    int64   // claim window (ms) of the wait queue; 0 in quorum mode, which has none
+	claimArg any     // claim, boxed once for script calls
+	cfg      config
+	id       string // random; every owner is id:seq
+	seq      atomic.Uint64
 
 	life      context.Context // cancelled by Close
 	stop      context.CancelFunc
@@ -112,6 +113,7 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 	if len(c.nodes) == 1 {
 		c.claim = claimWindow.Milliseconds()
 	}
+	c.claimArg = c.claim
 	c.life, c.stop = context.WithCancel(context.Background())
 	c.closed = make(chan struct{})
 	c.wd = newWatchdog(c)

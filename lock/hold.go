@@ -38,7 +38,10 @@ type hold struct {
 	fixed  bool            // no watchdog
 	parent context.Context // the outermost caller's; renewal stops when it is done
 	token  uint64
-	handed atomic.Bool // the key was handed over with the claim window's TTL, not yet renewed to the lease
+	// Script arguments, boxed once: the owner, the lease and the linger
+	// time in ms (see linger).
+	ownerArg, leaseArg, lingerArg any
+	handed                        atomic.Bool // the key was handed over with the claim window's TTL, not yet renewed to the lease
 
 	// mayHold tells that an attempt that did not succeed may have taken
 	// the key on some node (a minority, too late, or cut off): if the call
@@ -82,15 +85,21 @@ func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hol
 	if lc.untilUnlock {
 		parent = context.WithoutCancel(parent) // renewed until unlock
 	}
+	owner := c.newOwner()
 	return &hold{
-		c:      c,
-		key:    key,
-		rk:     newRedisKeys(c.cfg.prefix, key),
-		owner:  c.newOwner(),
-		lease:  lc.lease,
-		fixed:  lc.fixed,
-		parent: parent,
-		ops:    make(chan struct{}, 1),
+		c:        c,
+		key:      key,
+		rk:       newRedisKeys(c.cfg.prefix, key),
+		owner:    owner,
+		ownerArg: owner,
+		leaseArg: lc.lease.Milliseconds(),
+		// How long Redis keeps the hash of the key after the last release:
+		// the lease, at most a second.
+		lingerArg: min(lc.lease, time.Second).Milliseconds(),
+		lease:     lc.lease,
+		fixed:     lc.fixed,
+		parent:    parent,
+		ops:       make(chan struct{}, 1),
 	}
 }
 
@@ -117,12 +126,6 @@ func (h *hold) unlockOps() { <-h.ops }
 // holder may count on it: the lease less the drift allowance.
 func (h *hold) validity() time.Duration {
 	return h.lease - h.c.cfg.driftFor(h.lease)
-}
-
-// linger is how long (ms) Redis keeps the hash of h's key after its last
-// release: the lease, at most a second.
-func (h *hold) linger() int64 {
-	return min(h.lease, time.Second).Milliseconds()
 }
 
 // attempt tries once to take the key for a new owner; with wait, a failed

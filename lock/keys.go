@@ -17,20 +17,39 @@ var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 // redisKeys are the Redis names of one lock. All share the hash tag
 // {tag}, so a lock's scripts run on one Redis Cluster slot.
 type redisKeys struct {
-	lock    string   // hash: owner, hold count, token (see queue.lua), with the lease as TTL
-	channel string   // hand-offs and turns
-	scripts []string // the KEYS of acquire.lua, release.lua and leave.lua
+	lock    string // hash: owner, hold count, token (see queue.lua), with the lease as TTL
+	channel string // hand-offs and turns
+	args    []any  // "", "", 4 and the KEYS of acquire.lua, release.lua and leave.lua, boxed once
 }
 
 func newRedisKeys(prefix, key string) redisKeys {
-	base := prefix + ":{" + hashTag(key) + "}"
-	channel := base + ":released"
-	return redisKeys{lock: base, channel: channel, scripts: []string{
-		base,            // the lock
-		base + ":queue", // list: waiting owners in arrival order
-		base + ":waits", // hash: waiting owner -> deadline
-		channel,
+	// One string holds every name, each a slice of it: one allocation.
+	tag := hashTag(key)
+	all := prefix + ":{" + tag + "}:queue" + prefix + ":{" + tag + "}:waits" + prefix + ":{" + tag + "}:released"
+	n := len(prefix) + len(tag) + 3
+	base := all[:n]
+	queue := all[:n+6]
+	waits := all[n+6 : 2*n+12]
+	channel := all[2*n+12:]
+	return redisKeys{lock: base, channel: channel, args: []any{
+		"", "", 4, // EVALSHA, the script's hash, the number of keys
+		base,    // the lock
+		queue,   // list: waiting owners in arrival order
+		waits,   // hash: waiting owner -> deadline
+		channel, // hand-offs and turns
 	}}
+}
+
+// keys returns the KEYS of acquire.lua, release.lua and leave.lua.
+func (rk redisKeys) keys() []string {
+	return []string{rk.args[3].(string), rk.args[4].(string), rk.args[5].(string), rk.args[6].(string)}
+}
+
+// scriptArgs returns the arguments of a script call on these keys: room
+// for EVALSHA and the hash, the keys, then argv.
+func (rk redisKeys) scriptArgs(argv ...any) []any {
+	args := make([]any, 0, len(rk.args)+len(argv))
+	return append(append(args, rk.args...), argv...)
 }
 
 // hashTag maps a user key one-to-one to a string with no braces and at most

@@ -18,8 +18,8 @@ const renewChunk = 200
 // one node, or several independent ones in quorum mode.
 type node struct {
 	rdb     redis.UniversalClient
-	sharded bool   // Redis Cluster: sharded pub/sub, one lease per renew call
-	publish string // PUBLISH or SPUBLISH, run by release.lua
+	sharded bool // Redis Cluster: sharded pub/sub, one lease per renew call
+	publish any  // "PUBLISH" or "SPUBLISH", run by release.lua
 }
 
 func newNode(rdb redis.UniversalClient) *node {
@@ -37,8 +37,7 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64
 	if wait {
 		w = 1
 	}
-	v, err := acquireScript.Run(ctx, nd.rdb, h.rk.scripts,
-		h.owner, h.lease.Milliseconds(), n, h.c.claim, w, nd.publish).Int64Slice()
+	v, err := acquireScript.run(ctx, nd.rdb, h.rk.scriptArgs(h.ownerArg, h.leaseArg, n, h.c.claimArg, w, nd.publish)).Int64Slice()
 	if err == nil && len(v) != 2 && len(v) != 3 {
 		err = fmt.Errorf("unexpected reply %v", v)
 	}
@@ -49,8 +48,7 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64
 // whether the owner still held the key and to which waiter, if any, it was
 // handed.
 func (nd *node) release(ctx context.Context, h *hold, n int) (released, error) {
-	v, err := releaseScript.Run(ctx, nd.rdb, h.rk.scripts,
-		h.owner, n, h.c.claim, nd.publish, h.linger()).Slice()
+	v, err := releaseScript.run(ctx, nd.rdb, h.rk.scriptArgs(h.ownerArg, n, h.c.claimArg, nd.publish, h.lingerArg)).Slice()
 	if err != nil {
 		return released{}, err
 	}
@@ -83,7 +81,7 @@ type handOff struct {
 
 // leave runs leave.lua: h's owner stopped waiting.
 func (nd *node) leave(ctx context.Context, h *hold) error {
-	return leaveScript.Run(ctx, nd.rdb, h.rk.scripts, h.owner, h.c.claim, nd.publish, h.linger()).Err()
+	return leaveScript.run(ctx, nd.rdb, h.rk.scriptArgs(h.ownerArg, h.c.claimArg, nd.publish, h.lingerArg)).Err()
 }
 
 // leaseState is what a renewal learned of one lease: whether its owner
@@ -110,7 +108,7 @@ func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 		args := make([]any, 0, 2*len(parts[i]))
 		for j, h := range parts[i] {
 			keys[j] = h.rk.lock
-			args = append(args, h.owner, h.lease.Milliseconds())
+			args = append(args, h.ownerArg, h.leaseArg)
 		}
 		return keys, args
 	})
@@ -136,7 +134,7 @@ func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 func (nd *node) releaseAll(ctx context.Context, holds []*hold) {
 	nd.pipelined(ctx, releaseScript, len(holds), func(i int) ([]string, []any) {
 		h := holds[i]
-		return h.rk.scripts, []any{h.owner, 0, h.c.claim, nd.publish, h.linger()}
+		return h.rk.keys(), []any{h.ownerArg, 0, h.c.claimArg, nd.publish, h.lingerArg}
 	})
 }
 
@@ -145,16 +143,16 @@ func (nd *node) releaseAll(ctx context.Context, holds []*hold) {
 // own reply or error. It uses EVALSHA and, when Redis does not know the
 // script, runs the commands that failed so once more with EVAL, which also
 // caches it.
-func (nd *node) pipelined(ctx context.Context, script *redis.Script, n int, args func(i int) ([]string, []any)) []*redis.Cmd {
+func (nd *node) pipelined(ctx context.Context, s script, n int, args func(i int) ([]string, []any)) []*redis.Cmd {
 	send := func(idx []int, eval bool) []*redis.Cmd {
 		pipe := nd.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(idx))
 		for j, i := range idx {
 			keys, a := args(i)
 			if eval {
-				cmds[j] = script.Eval(ctx, pipe, keys, a...)
+				cmds[j] = s.Eval(ctx, pipe, keys, a...)
 			} else {
-				cmds[j] = script.EvalSha(ctx, pipe, keys, a...)
+				cmds[j] = s.EvalSha(ctx, pipe, keys, a...)
 			}
 		}
 		_, _ = pipe.Exec(ctx) // each command keeps its own error

@@ -1,31 +1,60 @@
 package lock
 
 import (
+	"context"
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // The scripts run with EVALSHA, falling back to EVAL when Redis does not
-// know them yet ([redis.Script.Run]). Those that touch the wait queue start
-// with its helpers, queue.lua.
+// know them yet. Those that touch the wait queue start with its helpers,
+// queue.lua.
 var (
 	//go:embed queue.lua
 	queueSrc string
 
 	//go:embed acquire.lua
 	acquireSrc    string
-	acquireScript = redis.NewScript(queueSrc + acquireSrc)
+	acquireScript = newScript(queueSrc + acquireSrc)
 
 	//go:embed release.lua
 	releaseSrc    string
-	releaseScript = redis.NewScript(queueSrc + releaseSrc)
+	releaseScript = newScript(queueSrc + releaseSrc)
 
 	//go:embed leave.lua
 	leaveSrc    string
-	leaveScript = redis.NewScript(queueSrc + leaveSrc)
+	leaveScript = newScript(queueSrc + leaveSrc)
 
 	//go:embed renew.lua
 	renewSrc    string
-	renewScript = redis.NewScript(renewSrc)
+	renewScript = newScript(renewSrc)
 )
+
+// A script is a Lua script of the lock, its hash and source boxed once, so
+// that a call allocates no more than its arguments.
+type script struct {
+	*redis.Script     // for pipelines
+	sha, src      any // boxed
+}
+
+func newScript(src string) script {
+	s := redis.NewScript(src)
+	return script{Script: s, sha: s.Hash(), src: src}
+}
+
+// run sends the script as one command: args is "EVALSHA", the hash, the
+// number of keys, the keys and the arguments, with its first two left for
+// run to fill. When Redis does not know the script it is sent again with
+// EVAL, which also caches it.
+func (s script) run(ctx context.Context, rdb redis.UniversalClient, args []any) *redis.Cmd {
+	args[0], args[1] = "evalsha", s.sha
+	cmd := redis.NewCmd(ctx, args...)
+	_ = rdb.Process(ctx, cmd)
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args[0], args[1] = "eval", s.src
+		cmd = redis.NewCmd(ctx, args...)
+		_ = rdb.Process(ctx, cmd)
+	}
+	return cmd
+}
