@@ -17,7 +17,9 @@ func TestParseFlagsRejectsBadValues(t *testing.T) {
 		{[]string{"-hold", "-1s"}, "-hold -1s"},
 		{[]string{"-locks", "1"}, "-locks 1"},
 		{[]string{"-hold", "10s"}, "must be shorter than -lease 8s"},
-		{[]string{"-scenarios", "1,7"}, `"7" is not a scenario`},
+		{[]string{"-scenarios", "1,8"}, `"8" is not a scenario`},
+		{[]string{"-scenarios", "0"}, `"0" is not a scenario`},
+		{[]string{"-memkeys", "0"}, "-memkeys 0"},
 		{[]string{"-scenarios", ""}, `"" is not a scenario`},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"-nosuchflag"}, "not defined"},
@@ -34,7 +36,7 @@ func TestSmokeDefaultsYieldToFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.rounds != 1 || cfg.locks != 1000 || cfg.hold != 300*time.Millisecond {
+	if cfg.rounds != 1 || cfg.locks != 1000 || cfg.hold != 300*time.Millisecond || cfg.memKeys != 2000 {
 		t.Errorf("smoke defaults not applied: %+v", cfg)
 	}
 	if cfg.run != 2*time.Second {
@@ -42,5 +44,28 @@ func TestSmokeDefaultsYieldToFlags(t *testing.T) {
 	}
 	if !cfg.scenarios[2] || !cfg.scenarios[5] || cfg.scenarios[1] {
 		t.Errorf("scenarios = %v, want 2 and 5", cfg.scenarios)
+	}
+}
+
+func TestScenariosSixAndSevenOnlyWhenNamed(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		six, sev bool
+		memKeys  int
+	}{
+		{nil, false, false, 1_000_000},
+		{[]string{"-scenarios", "7"}, false, true, 1_000_000},
+		{[]string{"-scenarios", "7", "-memkeys", "100000"}, false, true, 100_000},
+		{[]string{"-smoke"}, true, true, 2000},
+		{[]string{"-smoke", "-memkeys", "500"}, true, true, 500},
+	} {
+		cfg, err := parseFlags(tc.args, io.Discard)
+		if err != nil {
+			t.Fatalf("parseFlags(%q): %v", tc.args, err)
+		}
+		if cfg.scenarios[6] != tc.six || cfg.scenarios[7] != tc.sev || cfg.memKeys != tc.memKeys {
+			t.Errorf("parseFlags(%q): scenarios %v, -memkeys %d; want 6: %v, 7: %v, -memkeys %d",
+				tc.args, cfg.scenarios, cfg.memKeys, tc.six, tc.sev, tc.memKeys)
+		}
 	}
 }

@@ -4,8 +4,8 @@
 //
 // From this folder:
 //
-//	go run .          # 3 interleaved rounds, about 4 minutes
-//	go run . -smoke   # a few seconds: shows the harness works (CI)
+//	go run .          # 3 interleaved rounds, about 5 minutes
+//	go run . -smoke   # under a minute: shows the harness works (CI)
 //	go run . -h       # the flags
 //
 // It starts its own redis-server (from PATH, or -redis-server) on a free

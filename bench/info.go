@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -59,13 +60,16 @@ func parseStats(text string) (redisStats, error) {
 }
 
 // callsOf reads N from "calls=N,usec=...".
-func callsOf(value string) (int64, error) {
+func callsOf(value string) (int64, error) { return fieldOf(value, "calls") }
+
+// fieldOf reads N from name=N in "a=1,b=2,...".
+func fieldOf(value, name string) (int64, error) {
 	for field := range strings.SplitSeq(value, ",") {
-		if n, ok := strings.CutPrefix(field, "calls="); ok {
+		if n, ok := strings.CutPrefix(field, name+"="); ok {
 			return strconv.ParseInt(n, 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("no calls in %q", value)
+	return 0, fmt.Errorf("no %s in %q", name, value)
 }
 
 // since returns the work done between before and s.
@@ -102,4 +106,64 @@ func (s redisStats) breakdown(per float64) string {
 		parts[i] = cmd + " " + strconv.FormatFloat(float64(s.calls[cmd])/per, 'g', 3, 64)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// memSample is what INFO memory and keyspace say at one moment:
+// used_memory, and the keys (DBSIZE, summed over the databases) and the
+// keys among them with an expiry.
+type memSample struct {
+	used          int64
+	keys, expires int64
+}
+
+// noTTL is how many keys have no expiry.
+func (m memSample) noTTL() int64 { return m.keys - m.expires }
+
+// readMemory asks Redis through admin, whose commands no scenario counts.
+func readMemory(ctx context.Context, admin *redis.Client) (memSample, error) {
+	text, err := admin.Info(ctx, "memory", "keyspace").Result()
+	if err != nil {
+		return memSample{}, fmt.Errorf("INFO: %w", err)
+	}
+	return parseMemory(text)
+}
+
+// parseMemory reads used_memory and the "dbN:keys=K,expires=E,..." lines;
+// an empty Redis has none of the latter.
+func parseMemory(text string) (memSample, error) {
+	var m memSample
+	used := false
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		name, value, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if !ok {
+			continue
+		}
+		switch {
+		case name == "used_memory":
+			n, err := strconv.ParseInt(value, 10, 64)
+			if err != nil {
+				return memSample{}, fmt.Errorf("INFO used_memory: %w", err)
+			}
+			m.used, used = n, true
+		case strings.HasPrefix(name, "db"):
+			keys, err := fieldOf(value, "keys")
+			if err != nil {
+				return memSample{}, fmt.Errorf("INFO %s: %w", name, err)
+			}
+			expires, err := fieldOf(value, "expires")
+			if err != nil {
+				return memSample{}, fmt.Errorf("INFO %s: %w", name, err)
+			}
+			m.keys += keys
+			m.expires += expires
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return memSample{}, err
+	}
+	if !used {
+		return memSample{}, errors.New("INFO: no used_memory")
+	}
+	return m, nil
 }

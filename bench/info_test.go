@@ -48,3 +48,34 @@ func TestParseStatsRejectsGarbage(t *testing.T) {
 		}
 	}
 }
+
+func TestParseMemory(t *testing.T) {
+	m, err := parseMemory("# Memory\r\nused_memory:1048576\r\nused_memory_human:1.00M\r\nused_memory_rss:9000000\r\n" +
+		"\r\n# Keyspace\r\ndb0:keys=1000,expires=998,avg_ttl=1500\r\ndb3:keys=5,expires=0,avg_ttl=0,subexpiry=0\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (memSample{used: 1 << 20, keys: 1005, expires: 998}); m != want {
+		t.Errorf("parseMemory = %+v, want %+v", m, want)
+	}
+	if m.noTTL() != 7 {
+		t.Errorf("noTTL = %d, want 7", m.noTTL())
+	}
+	empty, err := parseMemory("# Memory\r\nused_memory:900000\r\n\r\n# Keyspace\r\n")
+	if err != nil || empty != (memSample{used: 900000}) {
+		t.Errorf("an empty Redis: %+v, %v", empty, err)
+	}
+}
+
+func TestParseMemoryRejectsGarbage(t *testing.T) {
+	for _, text := range []string{
+		"# Keyspace\r\ndb0:keys=1,expires=0\r\n", // no used_memory
+		"used_memory:12M\r\n",
+		"used_memory:1\r\ndb0:keys=1\r\n",
+		"used_memory:1\r\ndb0:keys=x,expires=0\r\n",
+	} {
+		if _, err := parseMemory(text); err == nil {
+			t.Errorf("parseMemory(%q) = nil error", text)
+		}
+	}
+}

@@ -18,24 +18,22 @@ func plan(cfg config) ([]scenario, []check) {
 		checks = append(checks, waiterCheck(s.table))
 	}
 	if cfg.scenarios[3] {
-		for _, c := range []struct {
-			workers   int
-			hold      time.Duration
-			perWorker bool
-		}{
-			{8, 0, false}, {32, 0, false},
-			{8, time.Millisecond, false}, {32, time.Millisecond, false},
-			{8, time.Millisecond, true}, {32, time.Millisecond, true},
-		} {
-			s := contended(c.workers, c.hold, c.perWorker)
-			scenarios = append(scenarios, s)
-			if c.hold > 0 {
-				checks = append(checks, contendedChecks(s.table, c.workers, c.perWorker)...)
+		// Every combination: one client shared, then a client per worker;
+		// hold 0, then 1 ms; 8, then 32 workers.
+		for _, perWorker := range []bool{false, true} {
+			for _, hold := range []time.Duration{0, time.Millisecond} {
+				for _, workers := range []int{8, 32} {
+					s := contended(workers, hold, perWorker)
+					scenarios = append(scenarios, s)
+					checks = append(checks, contendedChecks(s.table, workers, hold, perWorker)...)
+				}
 			}
 		}
 	}
 	if cfg.scenarios[4] {
-		scenarios = append(scenarios, manyKeys(32, 1000))
+		s := manyKeys(32, 1000)
+		scenarios = append(scenarios, s)
+		checks = append(checks, manyKeysCheck(s.table))
 	}
 	if cfg.scenarios[5] {
 		s := manyHeld(cfg.locks, cfg.heldLease)
@@ -44,6 +42,11 @@ func plan(cfg config) ([]scenario, []check) {
 	}
 	if cfg.scenarios[6] {
 		scenarios = append(scenarios, modes()...)
+	}
+	if cfg.scenarios[7] {
+		s := memory(cfg.memKeys)
+		scenarios = append(scenarios, s)
+		checks = append(checks, memoryChecks(s.table, cfg.memKeys)...)
 	}
 	return scenarios, checks
 }

@@ -13,6 +13,7 @@ import (
 const (
 	colAcqPerSec = "acq/s"
 	colWait99    = "wait99"
+	colWaitMax   = "waitMax"
 	colJain      = "jain"
 )
 
@@ -32,7 +33,7 @@ func contended(workers int, hold time.Duration, perWorker bool) scenario {
 		column{colAcqPerSec, "acq/s", 0},
 		column{"wait50", "wait p50 (ms)", 2},
 		column{colWait99, "wait p99 (ms)", 2},
-		column{"waitMax", "wait max (ms)", 1},
+		column{colWaitMax, "wait max (ms)", 1},
 		column{"handoff50", "handoff p50 (ms)", 2},
 		column{"handoff99", "handoff p99 (ms)", 2},
 		column{colJain, "Jain", 3},
@@ -136,7 +137,7 @@ func runContended(ctx context.Context, e *env, lib library, t *table, workers in
 		colAcqPerSec: acqs / elapsed.Seconds(),
 		"wait50":     millis(percentile(waits, 0.50)),
 		colWait99:    millis(percentile(waits, 0.99)),
-		"waitMax":    millis(percentile(waits, 1)),
+		colWaitMax:   millis(percentile(waits, 1)),
 		"handoff50":  millis(percentile(handoffs, 0.50)),
 		"handoff99":  millis(percentile(handoffs, 0.99)),
 		colJain:      jain(perWorkerAcqs),

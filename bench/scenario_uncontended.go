@@ -11,6 +11,7 @@ const (
 	colRoundTrips    = "round trips/pair"
 	colCommands      = "commands/pair"
 	colRedisCommands = "redis commands/pair"
+	colAllocs        = "allocs"
 )
 
 // uncontended is scenario 1: one worker takes and releases one key over
@@ -64,7 +65,7 @@ func pairColumns(extra ...column) []column {
 		{colRoundTrips, "round trips/pair", 2},
 		{colCommands, "commands/pair", 2},
 	}
-	return append(append(cols, extra...), column{"allocs", "allocs/pair", 1})
+	return append(append(cols, extra...), column{colAllocs, "allocs/pair", 1})
 }
 
 // measurePairs runs timePairs and returns the figures of pairColumns (but
@@ -90,7 +91,7 @@ func measurePairs(ctx context.Context, l locker, key string, run time.Duration, 
 		"unlock99":     micros(percentile(unlocks, 0.99)),
 		colRoundTrips:  float64(wire.roundTrips) / pairs,
 		colCommands:    float64(wire.commands) / pairs,
-		"allocs":       float64(mem1.Mallocs-mem0.Mallocs) / pairs,
+		colAllocs:      float64(mem1.Mallocs-mem0.Mallocs) / pairs,
 	}, pairs, nil
 }
 

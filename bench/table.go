@@ -29,6 +29,10 @@ type table struct {
 	values map[string]map[string][]float64 // library -> key -> rounds
 	detail map[string]string               // library -> text from its last run
 	na     map[string]bool                 // library has no such feature
+
+	// infinite is the text a column shows for +Inf (by column key), such
+	// as "not within 1 MiB" for something that did not happen in time.
+	infinite map[string]string
 }
 
 func newTable(title, note string, cols ...column) *table {
@@ -39,6 +43,8 @@ func newTable(title, note string, cols ...column) *table {
 		values: make(map[string]map[string][]float64),
 		detail: make(map[string]string),
 		na:     make(map[string]bool),
+
+		infinite: make(map[string]string),
 	}
 }
 
@@ -117,15 +123,27 @@ func (t *table) cell(lib string, c column) string {
 	if !ok {
 		return "—"
 	}
-	s := formatNum(med, c.decimals)
-	if l, h := formatNum(lo, c.decimals), formatNum(hi, c.decimals); l != h {
+	s := t.format(c, med)
+	if l, h := t.format(c, lo), t.format(c, hi); l != h {
 		s += " (" + l + "–" + h + ")"
 	}
 	return s
 }
 
+// format formats v for column c: its text for +Inf if it has one, else
+// formatNum.
+func (t *table) format(c column, v float64) string {
+	if text, ok := t.infinite[c.key]; ok && math.IsInf(v, 1) {
+		return text
+	}
+	return formatNum(v, c.decimals)
+}
+
 // formatNum formats v with decimals places and thousands separators.
 func formatNum(v float64, decimals int) string {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return strconv.FormatFloat(v, 'f', decimals, 64) // +Inf, -Inf, NaN
+	}
 	s := strconv.FormatFloat(math.Abs(v), 'f', decimals, 64)
 	whole, frac, _ := strings.Cut(s, ".")
 	var b strings.Builder

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -17,6 +18,8 @@ func TestFormatNum(t *testing.T) {
 		{1234567.891, 2, "1,234,567.89"},
 		{-12345, 1, "-12,345.0"},
 		{-0.001, 2, "0.00"},
+		{math.Inf(1), 2, "+Inf"},
+		{math.Inf(-1), 0, "-Inf"},
 	} {
 		if got := formatNum(tc.v, tc.decimals); got != tc.want {
 			t.Errorf("formatNum(%v, %d) = %q, want %q", tc.v, tc.decimals, got, tc.want)
@@ -43,5 +46,21 @@ func TestTableWrite(t *testing.T) {
 	}
 	if _, ok := tb.median("lib2", "a"); ok {
 		t.Error("median of a library without figures reported")
+	}
+}
+
+func TestTableWritesTextForInfinity(t *testing.T) {
+	tb := newTable("T", "", column{"back", "back (s)", 2}, column{"n", "n", 0})
+	tb.infinite["back"] = "not within 1 MiB"
+	tb.add("lib1", figures{"back": 0.25, "n": math.Inf(1)}) // n has no text: formatted as a number
+	tb.add("lib1", figures{"back": math.Inf(1), "n": 1})
+	tb.add("lib1", figures{"back": math.Inf(1), "n": 2})
+	tb.add("lib2", figures{"back": 0, "n": 0})
+	var b strings.Builder
+	tb.write(&b)
+	want := "### T\n\n| library | back (s) | n |\n|:--|--:|--:|\n" +
+		"| lib1 | not within 1 MiB (0.25–not within 1 MiB) | 2 (1–+Inf) |\n| lib2 | 0.00 | 0 |\n\n"
+	if b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }
