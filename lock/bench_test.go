@@ -63,3 +63,24 @@ func BenchmarkLockUnlockParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkContended is Lock and unlock of one key from 8 goroutines of
+// one Client: every acquisition but the first is a hand-off.
+func BenchmarkContended(b *testing.B) {
+	_, rdb := newReal(b)
+	c := locktest.NewClient(b, rdb)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetParallelism(4) // 8 goroutines on 2 CPUs
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_, unlock, err := c.Lock(ctx, "bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := unlock(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -38,16 +38,19 @@
 //
 // # Waiting
 //
-// Waiters do not poll: they sleep until their turn is announced over Redis
-// pub/sub (sharded pub/sub on Redis Cluster) or the holder's lease would
-// end, whichever comes first. Waiters queue in Redis, across all Clients
-// and processes, and get a released lock first come, first served: a
-// release wakes only the next waiter, which has the lock kept for it for a
-// claim window of 1 s. A waiter that gives up leaves the queue; one whose
-// process died loses its turn when the window ends, with every other
-// waiter of its Client, and the next turn is open to any queued waiter
-// after a tenth of the window, so dead processes hold up a free key about
-// one window in all. Quorum mode ([NewQuorum]) has no such queue.
+// Waiters do not poll: they sleep until the lock is handed to them over
+// Redis pub/sub (sharded pub/sub on Redis Cluster) or the holder's lease
+// would end, whichever comes first. Waiters queue in Redis, across all
+// Clients and processes, and get a released lock first come, first served:
+// the release script hands the lock to the next waiter, which starts
+// without another Redis call. The lock is handed over for a claim window of
+// 1 s, and the new holder's watchdog renews it to its lease well before
+// that. A waiter that gives up leaves the queue (passing on a lock it was
+// handed); one whose process died lets the handed lock lapse after the
+// window and is dropped with every other waiter of its Client, and the
+// next turn is open to any queued waiter after a tenth of the window, so
+// dead processes hold up a free key about one window in all. Quorum mode
+// ([NewQuorum]) has no such queue.
 //
 // # Deadlines and Close
 //
@@ -62,17 +65,19 @@
 // Every new acquisition of a key gets a number larger than all before it
 // ([FencingToken]). Pass it to storage that rejects writes carrying a
 // smaller token than it has seen, and a holder that was paused past its
-// lease can do no harm. Tokens cost one small Redis hash per key ever
-// locked, kept without expiry.
+// lease can do no harm. While the lock's hash exists a token is the last
+// one plus one; when it is gone (a lapsed lease, data lost in a flush or a
+// restart) it is Redis's clock in microseconds. So tokens need no state
+// kept forever and grow as long as Redis's clock does not go back.
 //
 // # Redis data
 //
 // For key K and prefix P (default "lockkit") the Client uses the hash
-// P:{K} (owner → hold count, with the lease as TTL), the hash P:{K}:fence
-// (the last fencing token and the last releasing owner, kept without
-// expiry), while someone waits the list P:{K}:queue and the hash
-// P:{K}:waits (the wait queue, expiring with its latest waiter), and the
-// channel P:{K}:released, where braces and '%' in K are escaped and keys
-// over 128 bytes are replaced by their SHA-256 digest. All share one hash
-// tag, so locks work unchanged on Redis Cluster.
+// P:{K} (owner, hold count, last fencing token and last releasing owner,
+// with the lease as TTL, kept free for at most a second after a release),
+// while someone waits the list P:{K}:queue and the hash P:{K}:waits (the
+// wait queue, expiring with its latest waiter), and the channel
+// P:{K}:released, where braces and '%' in K are escaped and keys over 128
+// bytes are replaced by their SHA-256 digest. All share one hash tag, so
+// locks work unchanged on Redis Cluster. Every key has a TTL.
 package lock

@@ -83,35 +83,82 @@ func fanOut[T any](c *Client, ctx context.Context, timeout time.Duration, call f
 	return results
 }
 
-// tasks runs the Client's goroutines and lets Close wait for them.
+// idleWorker is how long a goroutine of the Client's waits for more work
+// before it ends.
+const idleWorker = 2 * time.Second
+
+// tasks runs the Client's goroutines and lets Close wait for them. A
+// goroutine that finished its function waits idleWorker for another, so
+// that the short Redis calls of steady traffic reuse goroutines whose
+// stacks have grown instead of starting new ones.
 type tasks struct {
 	mu     sync.Mutex
 	closed bool
 	wg     sync.WaitGroup
+	idle   chan func()   // unbuffered: taken by a goroutine waiting for work
+	stop   chan struct{} // closed by close: waiting goroutines end
+	once   sync.Once
 }
 
-// run starts f in a goroutine and reports true, or reports false once the
+func (t *tasks) init() {
+	t.once.Do(func() {
+		t.idle = make(chan func())
+		t.stop = make(chan struct{})
+	})
+}
+
+// run runs f in a goroutine and reports true, or reports false once the
 // Client is closed.
 func (t *tasks) run(f func()) bool {
+	t.init()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return false
 	}
+	select {
+	case t.idle <- f:
+		return true
+	default:
+	}
 	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		f()
-	}()
+	go t.work(f)
 	return true
+}
+
+// work runs f, then whatever run hands it while it waits, until it waits
+// idleWorker in vain or the Client closes.
+func (t *tasks) work(f func()) {
+	defer t.wg.Done()
+	var timer *time.Timer
+	for {
+		f()
+		if timer == nil {
+			timer = time.NewTimer(idleWorker)
+			defer timer.Stop()
+		} else {
+			timer.Reset(idleWorker)
+		}
+		select {
+		case f = <-t.idle:
+		case <-timer.C:
+			return
+		case <-t.stop:
+			return
+		}
+	}
 }
 
 // close stops new goroutines and waits up to limit for those running; it
 // reports whether they all ended. One still waiting for a Redis that does
 // not answer ends when the Redis client gives up.
 func (t *tasks) close(limit time.Duration) bool {
+	t.init()
 	t.mu.Lock()
-	t.closed = true
+	if !t.closed {
+		t.closed = true
+		close(t.stop)
+	}
 	t.mu.Unlock()
 	done := make(chan struct{})
 	go func() {

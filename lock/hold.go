@@ -400,12 +400,11 @@ func (h *hold) innerLocked(l *level) []*level {
 // held the key. It waits for Redis until ctx is done.
 func (h *hold) release(ctx context.Context, n int) error {
 	c := h.c
-	v, next := h.releaseVotes(ctx, n)
+	v := h.releaseVotes(ctx, n)
 	switch {
 	case c.won(v):
-		if n == 0 {
-			// This process's waiters need not wait for the message.
-			c.wt.released(h.rk.channel, next)
+		if n == 0 && len(c.nodes) > 1 {
+			c.wt.released(h.rk.channel, handOff{}) // as the message would
 		}
 		return nil
 	case c.lost(v):
@@ -414,24 +413,30 @@ func (h *hold) release(ctx context.Context, n int) error {
 	return fmt.Errorf("lock: release %q: %w", h.key, c.failure(v))
 }
 
-// releaseVotes runs release.lua on every node and tallies the answers; next
-// is the waiter the first node handed the key to, if any.
-func (h *hold) releaseVotes(ctx context.Context, n int) (votes, handOff) {
-	rs := fanOut(h.c, ctx, h.c.callTimeout(h.lease), func(ctx context.Context, nd *node) (released, error) {
-		return nd.release(ctx, h, n)
+// releaseVotes runs release.lua on every node and tallies the answers.
+// With one node, a final release wakes this process's waiter the key was
+// handed to as soon as Redis answers: it need not wait for the message.
+func (h *hold) releaseVotes(ctx context.Context, n int) votes {
+	c := h.c
+	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
+		r, err := nd.release(ctx, h, n)
+		if err == nil && r.ok && n == 0 && len(c.nodes) == 1 {
+			c.wt.released(h.rk.channel, r.next)
+		}
+		return r.ok, err
 	})
 	var v votes
 	for _, r := range rs {
 		switch {
 		case r.err != nil:
 			v.errs = append(v.errs, r.err)
-		case r.val.ok:
+		case r.val:
 			v.yes++
 		default:
 			v.no++
 		}
 	}
-	return v, rs[0].val.next
+	return v
 }
 
 // unlockContext is the context of an unlock's Redis calls: without the

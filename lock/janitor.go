@@ -185,7 +185,7 @@ func (j *janitor) sweep() bool {
 // one node, or a majority).
 func (h *hold) clean(ctx context.Context, mayHold bool) bool {
 	if mayHold {
-		if v, _ := h.releaseVotes(ctx, 0); v.yes+v.no < h.c.quorum {
+		if v := h.releaseVotes(ctx, 0); v.yes+v.no < h.c.quorum {
 			return false
 		}
 	}
