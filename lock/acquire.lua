@@ -5,14 +5,16 @@
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  hold count this call moves the owner to
 -- ARGV[4]  claim window in milliseconds; 0 leaves the queue alone
--- ARGV[5]  1 when the caller waits: a failed attempt joins the queue
+-- ARGV[5]  1 when the caller waits: a failed attempt joins the queue; 2
+--          for a confirmation, which never takes the lock
 -- ARGV[6]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 --
 -- The count is set to the target, not incremented, so a command retried
--- after its reply was lost changes nothing more. An acquisition (target 1)
--- that finds the owner in place (the lock was handed to it, or this is a
--- retry) sets the lease from now. A free lock with queued waiters is taken
--- only by the one whose turn it is.
+-- after its reply was lost changes nothing more. An acquisition or a
+-- confirmation (target 1) that finds the owner in place (the lock was
+-- handed to it, or this is a retry) sets the lease from now, takes the
+-- owner out of the queue and leaves the count as it is. A free lock with
+-- queued waiters is taken only by the one whose turn it is.
 --
 -- Returns {count, token} on success; {0, ms until it is worth trying
 -- again} when another owner holds the lock, {-2, ms} when the lock is free
@@ -22,17 +24,21 @@
 local n = tonumber(ARGV[3])
 local claim = tonumber(ARGV[4])
 local waits = claim > 0 and ARGV[5] == '1'
+local only_mine = n > 1 or ARGV[5] == '2' -- never take the lock
 local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'q')
 if tonumber(h[2] or '0') > 0 then
   if h[1] == ARGV[1] then
     if n == 1 then
       redis.call('PEXPIRE', KEYS[1], ARGV[2])
+      if h[4] and redis.call('HDEL', KEYS[3], ARGV[1]) == 1 then
+        redis.call('LREM', KEYS[2], 1, ARGV[1])
+      end
     elseif tonumber(h[2]) ~= n then
       redis.call('HSET', KEYS[1], 'n', n)
     end
     return {n, tonumber(h[3])}
   end
-  if n > 1 then
+  if only_mine then
     return {-1, 0}
   end
   local pttl = redis.call('PTTL', KEYS[1])
@@ -43,7 +49,7 @@ if tonumber(h[2] or '0') > 0 then
   end
   return {0, pttl}
 end
-if n > 1 then
+if only_mine then
   return {-1, 0}
 end
 -- Free. A queue may exist only if the hash says so or is gone.
@@ -67,7 +73,7 @@ if queued then
   local open = redis.call('HMGET', KEYS[1], 'open', 'open_until')
   local from = tonumber(open[1] or '0')
   local is_open = from > 0 and now < tonumber(open[2] or '0')
-  if o == ARGV[1] or (o and waits and is_open and from <= now) then
+  if o == ARGV[1] or (o and is_open and from <= now) then
     redis.call('LREM', KEYS[2], 1, ARGV[1])
     redis.call('HDEL', KEYS[3], ARGV[1])
     if from > 0 then

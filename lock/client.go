@@ -228,7 +228,9 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (cont
 //
 // Because Lock callers are served first come, first served, a key in
 // steady Lock demand is never free for TryLock: each release hands the
-// key to the next queued waiter (the error's Reserved field is then set).
+// key to the next queued waiter, so TryLock finds it held (or, after a
+// waiter missed its turn, kept for the next one: the error's Reserved
+// field is then set).
 // Where several callers of one key must all make progress, use Lock with
 // [WithMaxWait] rather than TryLock in a loop.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (context.Context, UnlockFunc, error) {

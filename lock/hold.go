@@ -41,7 +41,7 @@ type hold struct {
 	// Script arguments, boxed once: the owner, the lease and the linger
 	// time in ms (see linger).
 	ownerArg, leaseArg, lingerArg any
-	handed                        atomic.Bool // the key was handed over with the claim window's TTL, not yet renewed to the lease
+	handed                        atomic.Bool // the key was handed over, with the claim window's TTL, and the holder has yet to confirm // the key was handed over with the claim window's TTL, not yet renewed to the lease
 
 	// mayHold tells that an attempt that did not succeed may have taken
 	// the key on some node (a minority, too late, or cut off): if the call
@@ -79,6 +79,7 @@ type attemptResult struct {
 	sent      time.Time     // when the command was sent (ok: a moment before Redis set the TTL)
 	ttl       time.Duration // ok: the TTL Redis set, the lease or the claim window of a hand-off
 	redisAt   int64         // !ok, queued: Redis's time (ms) when it ran the attempt; 0 if unknown
+	handed    bool          // ok by a hand-off the holder has yet to confirm
 }
 
 func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hold {
@@ -180,7 +181,8 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 // handedOff turns a hand-off of the key to h's owner into a successful
 // attempt, if it can be counted on: last is the owner's last attempt,
 // which Redis ran at last.redisAt, before the hand-off at g.at. The TTL
-// Redis set then (the claim window) counts from last.sent plus the time
+// Redis set then (the claim window; no more than the lease is counted on)
+// counts from last.sent plus the time
 // between the two on Redis's clock, less the drift allowance over that
 // time: a moment that precedes the hand-off. It reports false when the
 // holder must confirm with an attempt instead (which sets its lease): a
@@ -191,11 +193,12 @@ func (h *hold) handedOff(g handOff, last attemptResult) (attemptResult, bool) {
 	}
 	gap := time.Duration(g.at-last.redisAt) * time.Millisecond
 	start := last.sent.Add(gap - gap/100)
-	ttl := time.Duration(h.c.claim) * time.Millisecond
+	// Count on no more than the lease: the first renewal sets the TTL to it.
+	ttl := min(time.Duration(h.c.claim)*time.Millisecond, h.lease)
 	if time.Until(start.Add(ttl-h.c.cfg.driftFor(ttl))) < ttl/2 {
 		return attemptResult{}, false
 	}
-	return attemptResult{ok: true, token: uint64(g.token), sent: start, ttl: ttl}, true
+	return attemptResult{ok: true, token: uint64(g.token), sent: start, ttl: ttl, handed: true}, true
 }
 
 // mayHaveRun reports whether a command that failed with err may still have
@@ -221,7 +224,7 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 	defer h.mu.Unlock()
 	h.validUntil = res.sent.Add(res.ttl - h.c.cfg.driftFor(res.ttl))
 	h.timer = time.AfterFunc(time.Until(h.validUntil), h.expire)
-	h.handed.Store(res.ttl < h.lease)
+	h.handed.Store(res.handed)
 	if !h.c.wd.add(h, res.sent) {
 		h.timer.Stop()
 		h.end = ErrClosed

@@ -92,63 +92,89 @@ type leaseState struct {
 }
 
 // renew runs renew.lua over batch in one pipeline and reports, per hold,
-// whether its owner still held the key. A failed command fails only the
-// leases it carried.
+// whether its owner still held the key. A hold the key was handed to
+// confirms with acquire.lua instead, which also takes it out of the wait
+// queue (see queue.lua). A failed command fails only the leases it
+// carried.
 func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 	chunk := renewChunk
 	if nd.sharded {
 		chunk = 1
 	}
-	var parts [][]*hold
-	for lo := 0; lo < len(batch); lo += chunk {
-		parts = append(parts, batch[lo:min(lo+chunk, len(batch))])
+	var parts [][]*hold // one command each; the confirmations first
+	var renewed []*hold
+	for _, h := range batch {
+		if h.handed.Load() {
+			parts = append(parts, []*hold{h})
+		} else {
+			renewed = append(renewed, h)
+		}
 	}
-	cmds := nd.pipelined(ctx, renewScript, len(parts), func(i int) ([]string, []any) {
+	confirms := len(parts)
+	for lo := 0; lo < len(renewed); lo += chunk {
+		parts = append(parts, renewed[lo:min(lo+chunk, len(renewed))])
+	}
+	cmds := nd.pipelined(ctx, len(parts), func(i int) (script, []string, []any) {
+		if i < confirms {
+			h := parts[i][0]
+			return acquireScript, h.rk.keys(), []any{h.ownerArg, h.leaseArg, 1, h.c.claimArg, confirm, nd.publish}
+		}
 		keys := make([]string, len(parts[i]))
 		args := make([]any, 0, 2*len(parts[i]))
 		for j, h := range parts[i] {
 			keys[j] = h.rk.lock
 			args = append(args, h.ownerArg, h.leaseArg)
 		}
-		return keys, args
+		return renewScript, keys, args
 	})
-	states := make([]leaseState, 0, len(batch))
+	states := make(map[*hold]leaseState, len(batch))
 	for i, cmd := range cmds {
 		v, err := cmd.Int64Slice()
+		if i < confirms && err == nil && len(v) == 2 {
+			v = v[:1] // {1, token} when confirmed, {-1, 0} when gone
+		}
 		if err == nil && len(v) != len(parts[i]) {
 			err = fmt.Errorf("%d replies for %d leases", len(v), len(parts[i]))
 		}
-		for j := range parts[i] {
+		for j, h := range parts[i] {
 			if err != nil {
-				states = append(states, leaseState{err: err})
+				states[h] = leaseState{err: err}
 			} else {
-				states = append(states, leaseState{alive: v[j] == 1})
+				states[h] = leaseState{alive: v[j] == 1}
 			}
 		}
 	}
-	return states
+	ordered := make([]leaseState, len(batch))
+	for i, h := range batch {
+		ordered[i] = states[h]
+	}
+	return ordered
 }
+
+// confirm is acquire.lua's mode of a confirmation: set the lease of an
+// owner in place, never take the lock.
+const confirm = 2
 
 // releaseAll releases every hold of holds to count 0 in one pipeline,
 // best effort (Close).
 func (nd *node) releaseAll(ctx context.Context, holds []*hold) {
-	nd.pipelined(ctx, releaseScript, len(holds), func(i int) ([]string, []any) {
+	nd.pipelined(ctx, len(holds), func(i int) (script, []string, []any) {
 		h := holds[i]
-		return h.rk.keys(), []any{h.ownerArg, 0, h.c.claimArg, nd.publish, h.lingerArg}
+		return releaseScript, h.rk.keys(), []any{h.ownerArg, 0, h.c.claimArg, nd.publish, h.lingerArg}
 	})
 }
 
-// pipelined runs script n times in one pipeline, with the keys and
-// arguments args returns for each, and returns the commands, each with its
-// own reply or error. It uses EVALSHA and, when Redis does not know the
-// script, runs the commands that failed so once more with EVAL, which also
-// caches it.
-func (nd *node) pipelined(ctx context.Context, s script, n int, args func(i int) ([]string, []any)) []*redis.Cmd {
+// pipelined runs n script calls in one pipeline, each with the script,
+// keys and arguments call returns for it, and returns the commands, each
+// with its own reply or error. It uses EVALSHA and, when Redis does not
+// know a script, runs the commands that failed so once more with EVAL,
+// which also caches it.
+func (nd *node) pipelined(ctx context.Context, n int, call func(i int) (script, []string, []any)) []*redis.Cmd {
 	send := func(idx []int, eval bool) []*redis.Cmd {
 		pipe := nd.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(idx))
 		for j, i := range idx {
-			keys, a := args(i)
+			s, keys, a := call(i)
 			if eval {
 				cmds[j] = s.Eval(ctx, pipe, keys, a...)
 			} else {

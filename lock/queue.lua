@@ -19,8 +19,8 @@
 -- release hands the lock to the first live waiter: the lock is written for
 -- it with the claim window as TTL and the hand-off announced on the channel
 -- as "<from> <owner> <token> <ms>", so the waiter starts without another
--- command, and renews the lease to its own before the window ends. A waiter
--- whose process died never renews: the lock lapses after the claim window,
+-- command, and confirms (renews the lease to its own, leaving the queue)
+-- before the window ends. A waiter whose process died never confirms: the lock lapses after the claim window,
 -- and the next attempt drops that waiter, with every other waiter of its
 -- Client, and gives the next one a turn: the lock is kept free for it for
 -- the claim window, announced as "<from> <owner>", and taken by its next
@@ -100,10 +100,10 @@ end
 
 -- hand_off gives the free lock to the first live waiter, if any, for the
 -- claim window, and tells it so; from is the owner that let go of it, last
--- the last token. The waiter stays first in the queue until it releases,
--- with the window's end as deadline: if it never renews, the next attempt
--- after the window drops it. Returns the waiter, the token and Redis's
--- time in ms, or nil.
+-- the last token. The waiter stays first in the queue, with the window's
+-- end as deadline, until it confirms (its first renewal or an attempt):
+-- if it never does, the lock lapses and the next attempt after the window
+-- drops it. Returns the waiter, the token and Redis's time in ms, or nil.
 local function hand_off(from, last, claim, publish)
   local now = now_ms()
   local o = first(now)
@@ -114,6 +114,11 @@ local function hand_off(from, last, claim, publish)
   redis.call('HSET', KEYS[1], 'o', o, 'n', 1, 't', s, 'r', from, 'q', 1, 'open', 0)
   redis.call('PEXPIRE', KEYS[1], claim)
   redis.call('HSET', KEYS[3], o, now + claim)
+  local ttl = redis.call('PTTL', KEYS[3])
+  if ttl >= 0 and ttl < claim then -- the queue lives until the window ends
+    redis.call('PEXPIRE', KEYS[3], claim)
+    redis.call('PEXPIRE', KEYS[2], claim)
+  end
   redis.call(publish, KEYS[4], from .. ' ' .. o .. ' ' .. s .. ' ' .. now)
   return o, tok, now
 end

@@ -24,6 +24,9 @@ if h[1] ~= ARGV[1] or tonumber(h[2] or '0') == 0 then
   if n == 0 and h[4] == ARGV[1] then
     return {1}
   end
+  if n == 0 and redis.call('HDEL', KEYS[3], ARGV[1]) == 1 then
+    redis.call('LREM', KEYS[2], 1, ARGV[1]) -- handed the lock, lost it unconfirmed
+  end
   return {0}
 end
 if n > 0 then
