@@ -5,8 +5,10 @@
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  hold count this call moves the owner to
 -- ARGV[4]  claim window in milliseconds; 0 leaves the queue alone
--- ARGV[5]  1 when the caller waits: a failed attempt joins the queue; 2
---          for a confirmation, which never takes the lock
+-- ARGV[5]  mode: 0 one attempt; 1 the caller waits: a failed attempt
+--          joins the queue; 2 a confirmation, which never takes the lock;
+--          3 a check, which never takes the lock either but drops waiters
+--          that missed their turn (see the queue part)
 -- ARGV[6]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 --
 -- The count is set to the target, not incremented, so a command retried
@@ -24,6 +26,7 @@
 local n = tonumber(ARGV[3])
 local claim = tonumber(ARGV[4])
 local waits = claim > 0 and ARGV[5] == '1'
+local check = ARGV[5] == '3'
 local only_mine = n > 1 or ARGV[5] == '2' -- never take the lock
 local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'q')
 if tonumber(h[2] or '0') > 0 then
@@ -70,6 +73,9 @@ if queued then
       redis.call('PEXPIRE', KEYS[1], claim)
     end
   end
+  if check then
+    return {0, 0}
+  end
   local open = redis.call('HMGET', KEYS[1], 'open', 'open_until')
   local from = tonumber(open[1] or '0')
   local is_open = from > 0 and now < tonumber(open[2] or '0')
@@ -90,6 +96,9 @@ if queued then
     end
     return {-2, back}
   end
+end
+if check then
+  return {0, 0}
 end
 local tok, s = next_token(h[3])
 if queued then

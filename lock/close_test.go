@@ -22,7 +22,7 @@ func TestClose(t *testing.T) {
 	ctx := context.Background()
 	held, unlock := locktest.MustLock(t, c, ctx, "k")
 	done, waiting := lockAsync(c, ctx, "k")
-	for mr.PubSubNumSub("lockkit:{k}:released")["lockkit:{k}:released"] != 1 {
+	for len(mr.PubSubChannels("lockkit:{k}:released:*")) != 1 {
 		time.Sleep(time.Millisecond)
 	}
 

@@ -62,7 +62,7 @@ func TestClusterWakeUpAcrossMasters(t *testing.T) {
 		dones, results = append(dones, d), append(results, r)
 	}
 	for _, k := range keys { // sharded subscriptions are per master
-		waitShardSubscribed(t, cl, "lockkit:{"+k+"}:released")
+		waitShardSubscribed(t, cl, "lockkit:{"+k+"}:released:*")
 	}
 	for i, u := range unlocks {
 		if err := u(); err != nil {
@@ -80,16 +80,27 @@ func TestClusterWakeUpAcrossMasters(t *testing.T) {
 	}
 }
 
-func waitShardSubscribed(t *testing.T, cl *redistest.Cluster, ch string) {
+// waitShardSubscribed waits until one sharded channel matching pattern
+// has a subscriber, on any master.
+func waitShardSubscribed(t *testing.T, cl *redistest.Cluster, pattern string) {
 	t.Helper()
 	rdb := cl.Client(t)
+	ctx := context.Background()
 	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(5 * time.Millisecond) {
-		m, err := rdb.PubSubShardNumSub(context.Background(), ch).Result()
-		if err == nil && m[ch] == 1 {
+		var mu sync.Mutex
+		n := 0
+		_ = rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			chans, err := m.PubSubShardChannels(ctx, pattern).Result()
+			mu.Lock()
+			n += len(chans)
+			mu.Unlock()
+			return err
+		})
+		if n == 1 {
 			return
 		}
 	}
-	t.Fatalf("no sharded subscriber on %s", ch)
+	t.Fatalf("no sharded subscriber on %s", pattern)
 }
 
 func TestClusterWatchdogRenewsOnEveryMaster(t *testing.T) {

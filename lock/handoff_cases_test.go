@@ -376,7 +376,7 @@ func TestClusterHandOffWithoutACommand(t *testing.T) {
 		for data.LLen(bg, "lockkit:{"+key+"}:queue").Val() != 1 {
 			time.Sleep(2 * time.Millisecond)
 		}
-		waitShardSubscribed(t, cl, "lockkit:{"+key+"}:released")
+		waitShardSubscribed(t, cl, "lockkit:{"+key+"}:released:*")
 		time.Sleep(100 * time.Millisecond) // its attempt after the subscription made
 		n := sent.N()
 		released := time.Now()

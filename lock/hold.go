@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -407,7 +408,7 @@ func (h *hold) release(ctx context.Context, n int) error {
 	switch {
 	case c.won(v):
 		if n == 0 && len(c.nodes) > 1 {
-			c.wt.released(h.rk.channel, handOff{}) // as the message would
+			c.wt.released(h.rk, handOff{}) // as the message would
 		}
 		return nil
 	case c.lost(v):
@@ -424,7 +425,10 @@ func (h *hold) releaseVotes(ctx context.Context, n int) votes {
 	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
 		r, err := nd.release(ctx, h, n)
 		if err == nil && r.ok && n == 0 && len(c.nodes) == 1 {
-			c.wt.released(h.rk.channel, r.next)
+			c.wt.released(h.rk, r.next)
+			if r.next.owner != "" && !strings.HasPrefix(r.next.owner, c.id+":") {
+				c.wt.checkLater(h)
+			}
 		}
 		return r.ok, err
 	})
@@ -524,7 +528,7 @@ func (h *hold) endLocked(cause error) {
 	h.timer.Stop()
 	h.c.wd.remove(h)
 	if cause != errDone {
-		h.c.wt.released(h.rk.channel, handOff{}) // an unlock wakes them once Redis released
+		h.c.wt.released(h.rk, handOff{}) // an unlock wakes them once Redis released
 	}
 	for _, l := range h.levels {
 		h.c.reportRelease(l, cause) // first, so the observer is done when ctx is

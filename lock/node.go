@@ -151,9 +151,13 @@ func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 	return ordered
 }
 
-// confirm is acquire.lua's mode of a confirmation: set the lease of an
-// owner in place, never take the lock.
-const confirm = 2
+// Modes of acquire.lua besides an attempt: a confirmation sets the lease
+// of an owner in place; a check drops waiters that missed their turn.
+// Neither takes the lock.
+const (
+	confirm   = 2
+	checkMode = 3
+)
 
 // releaseAll releases every hold of holds to count 0 in one pipeline,
 // best effort (Close).

@@ -11,20 +11,22 @@
 --            open, open_until  a turn open to any queued waiter (see below)
 -- KEYS[2]  queue list: waiting owners in arrival order
 -- KEYS[3]  waits hash: waiting owner -> deadline (ms of Redis's clock)
--- KEYS[4]  channel of hand-offs and turns
+-- KEYS[4]  channel of the lock: a Client waiting for it listens on
+--          "KEYS[4]:<client id>" for hand-offs and turns of its waiters
 --
 -- A Lock call whose attempt fails joins the queue and stays in it while it
 -- tries again before its deadline: the holder's remaining lease (or the
 -- time the waiter was told to come back after) plus the claim window. A
 -- release hands the lock to the first live waiter: the lock is written for
--- it with the claim window as TTL and the hand-off announced on the channel
--- as "<from> <owner> <token> <ms>", so the waiter starts without another
+-- it with the claim window as TTL and the hand-off told to the waiter's
+-- Client alone as "<from> <owner> <token> <ms>", so the waiter starts without another
 -- command, and confirms (renews the lease to its own, leaving the queue)
 -- before the window ends. A waiter whose process died never confirms: the lock lapses after the claim window,
--- and the next attempt drops that waiter, with every other waiter of its
--- Client, and gives the next one a turn: the lock is kept free for it for
--- the claim window, announced as "<from> <owner>", and taken by its next
--- attempt. From a tenth of the window into that turn the lock goes to
+-- and the next attempt (a waiter's, or the releasing Client's check after
+-- the window) drops that waiter, with every other waiter of its Client,
+-- and gives the next one a turn: the lock is kept free for it for the
+-- claim window, announced as "<from> <owner>" to every Client with a
+-- queued waiter, and taken by its next attempt. From a tenth of the window into that turn the lock goes to
 -- whichever queued waiter asks first, so that waiters of several dead
 -- processes stall a free lock about one claim window in all, not one each.
 --
@@ -89,12 +91,26 @@ local function first(now)
   end
 end
 
--- announce starts owner o's turn and tells it so; from is the owner whose
--- call did it. Returns the turn's deadline.
+-- tell sends msg to the Client of owner o, on its channel of the lock.
+local function tell(publish, o, msg)
+  redis.call(publish, KEYS[4] .. ':' .. client_of(o), msg)
+end
+
+-- announce starts owner o's turn after waiters before it missed theirs,
+-- and tells every Client with a queued waiter: o takes its turn, the
+-- others try when it opens to any of them. from is the owner whose call
+-- did it. Returns the turn's deadline.
 local function announce(o, now, claim, publish, from)
   local d = now + claim
   redis.call('HSET', KEYS[3], o, d)
-  redis.call(publish, KEYS[4], from .. ' ' .. o)
+  local told = {}
+  for _, w in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+    local c = client_of(w)
+    if not told[c] then
+      told[c] = true
+      tell(publish, w, from .. ' ' .. o)
+    end
+  end
   return d
 end
 
@@ -119,7 +135,7 @@ local function hand_off(from, last, claim, publish)
     redis.call('PEXPIRE', KEYS[3], claim)
     redis.call('PEXPIRE', KEYS[2], claim)
   end
-  redis.call(publish, KEYS[4], from .. ' ' .. o .. ' ' .. s .. ' ' .. now)
+  tell(publish, o, from .. ' ' .. o .. ' ' .. s .. ' ' .. now)
   return o, tok, now
 end
 

@@ -37,6 +37,7 @@ type waiters struct {
 	subs   []*subscriber // per node
 	mu     sync.Mutex    // never held over a Redis call
 	queues map[string]*queue
+	checks map[string]*time.Timer // by lock key: a check due after a hand-off (see checkLater)
 	closed bool
 }
 
@@ -59,7 +60,7 @@ type waiter struct {
 }
 
 func newWaiters(c *Client) *waiters {
-	w := &waiters{c: c, queues: make(map[string]*queue)}
+	w := &waiters{c: c, queues: make(map[string]*queue), checks: make(map[string]*time.Timer)}
 	for _, nd := range c.nodes {
 		w.subs = append(w.subs, newSubscriber(w, nd))
 	}
@@ -95,9 +96,10 @@ func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confi
 			ready = nil // subscribed: try, a release may have come before
 		case <-me.wake:
 		case <-me.soon:
-			// If that waiter is gone, the key it was handed, or its turn,
-			// lapses after the claim window: try then, unless told sooner.
-			if d := claimWindow + time.Millisecond; time.Until(due) > d {
+			// Another Client's waiter has a turn because waiters before it
+			// missed theirs: it may be gone too, so try when the turn opens
+			// to any queued waiter, unless told sooner.
+			if d := claimWindow/10 + time.Millisecond; time.Until(due) > d {
 				due = time.Now().Add(d)
 				retry.Reset(d)
 			}
@@ -152,13 +154,16 @@ func retryAfter(remaining time.Duration) time.Duration {
 	return remaining + time.Millisecond
 }
 
-// released tells this process's waiters of channel that the key was
-// released, as the message would: next is the waiter it was handed to, or
-// none when there is no queue in Redis or nobody waited.
-func (w *waiters) released(channel string, next handOff) {
+// released tells this process's waiters of rk's key that it was released,
+// as the message would: next is the waiter it was handed to, or none when
+// there is no queue in Redis or nobody waited.
+func (w *waiters) released(rk redisKeys, next handOff) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	q := w.queues[channel]
+	if len(w.queues) == 0 {
+		return
+	}
+	q := w.queues[w.c.waitChannel(rk)]
 	if q == nil {
 		return
 	}
@@ -172,9 +177,9 @@ func (w *waiters) released(channel string, next handOff) {
 }
 
 // turn wakes the waiter the key was handed to (next.token set) or given
-// the turn, if it is this process's; when it is another Client's, the
-// first waiter here learns it should check on it after the claim window.
-// Called with waiters.mu held.
+// the turn, if it is this process's; when it is another Client's (a turn
+// announced to every Client), the first waiter here learns it should try
+// when the turn opens. Called with waiters.mu held.
 func (q *queue) turn(next handOff) {
 	for _, wt := range q.list {
 		if wt.owner == next.owner {
@@ -211,7 +216,7 @@ func signal(ch chan struct{}) {
 // joins before its first attempt only where a subscription exists, so an
 // uncontended Lock sends no SUBSCRIBE.
 func (w *waiters) join(h *hold, subscribe bool) (*queue, *waiter, bool) {
-	channel := h.rk.channel
+	channel := w.c.waitChannel(h.rk)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[channel]
@@ -339,6 +344,46 @@ func parseTurn(s string) handOff {
 	return g
 }
 
+// waitChannel is the channel this Client's waiters of rk's key listen on:
+// its own (see queue.lua), or in quorum mode, which has no queue, the
+// key's.
+func (c *Client) waitChannel(rk redisKeys) string {
+	if c.claim == 0 {
+		return rk.channel
+	}
+	return rk.channel + ":" + c.id
+}
+
+// checkLater has h's key checked once, just after the claim window, with
+// acquire.lua's check mode: h's release handed it to another Client's
+// waiter, whose process may be dead. Every other Client learns of no
+// hand-off but its own, so only this one, alive at the release, is sure to
+// notice one that was never confirmed; the check then gives the next
+// waiter its turn. One check at a time per key.
+func (w *waiters) checkLater(h *hold) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || w.checks[h.rk.lock] != nil {
+		return
+	}
+	rk, lease := h.rk, h.leaseArg
+	w.checks[rk.lock] = time.AfterFunc(claimWindow+5*time.Millisecond, func() {
+		w.mu.Lock()
+		delete(w.checks, rk.lock)
+		w.mu.Unlock()
+		w.c.tasks.run(func() { w.c.check(rk, lease) })
+	})
+}
+
+// check runs acquire.lua's check mode on rk's key, bounded by
+// cleanupTimeout. A failure is left alone: the waiters' own timers remain.
+func (c *Client) check(rk redisKeys, lease any) {
+	ctx, cancel := context.WithTimeout(c.life, cleanupTimeout)
+	defer cancel()
+	nd := c.nodes[0]
+	_ = acquireScript.run(ctx, nd.rdb, rk.scriptArgs(c.newOwner(), lease, 1, c.claimArg, checkMode, nd.publish)).Err()
+}
+
 // close stops the idle timers; the subscribers close the subscriptions
 // when the Client's life ends, and their listeners end with them.
 func (w *waiters) close() {
@@ -349,5 +394,8 @@ func (w *waiters) close() {
 		if q.idle != nil {
 			q.idle.Stop()
 		}
+	}
+	for _, t := range w.checks {
+		t.Stop()
 	}
 }

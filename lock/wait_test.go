@@ -12,21 +12,27 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// waitSubscribed waits until Redis reports n subscribers on key's release
-// channel, so a test knows the waiter is asleep.
-func waitSubscribed(t *testing.T, rdb *redis.Client, key string, n int64) {
+// waitSubscribed waits until n Clients listen for hand-offs of key (each
+// on its own channel), so a test knows the waiters are asleep.
+func waitSubscribed(t *testing.T, rdb *redis.Client, key string, n int) {
 	t.Helper()
-	ch := "lockkit:{" + key + "}:released"
 	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(5 * time.Millisecond) {
-		m, err := rdb.PubSubNumSub(context.Background(), ch).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m[ch] == n {
+		if subscribers(t, rdb, key) == n {
 			return
 		}
 	}
-	t.Fatalf("no %d subscribers on %s", n, ch)
+	t.Fatalf("not %d Clients subscribed for %q (%d)", n, key, subscribers(t, rdb, key))
+}
+
+// subscribers is the number of Clients listening for hand-offs of key
+// (in quorum mode, 1 while any Client listens on the key's channel).
+func subscribers(t *testing.T, rdb *redis.Client, key string) int {
+	t.Helper()
+	chans, err := rdb.PubSubChannels(context.Background(), "lockkit:{"+key+"}:released*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(chans)
 }
 
 // lockAsync runs Lock in a goroutine; the returned channel is closed when
@@ -183,12 +189,7 @@ func TestSubscriptionOutlivesTheLastWaiterBriefly(t *testing.T) {
 	}
 	// Kept for a second after the last waiter left, so a key in steady
 	// demand is not subscribed to again for every wait...
-	ch := "lockkit:{linger}:released"
-	m, err := rdb.PubSubNumSub(ctx, ch).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if since := time.Since(left); m[ch] != 1 && since < 500*time.Millisecond {
+	if since := time.Since(left); subscribers(t, rdb, "linger") != 1 && since < 500*time.Millisecond {
 		t.Fatalf("subscription gone %v after the last waiter left, want it kept for 1 s", since)
 	}
 	// ...and then dropped.
