@@ -2,8 +2,11 @@ package lock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
@@ -82,5 +85,62 @@ func TestHandedOverHoldKeepsItsLease(t *testing.T) {
 				t.Fatalf("PTTL 2.5 s after the hand-off = %v, want the lease's", ttl)
 			}
 		})
+	}
+}
+
+// A hand-off is one message, on the channel of the receiving waiter's
+// Client alone: Clients waiting for the same key hear nothing of it, so
+// the cost of a hand-off in Redis does not grow with the Clients waiting.
+func TestHandOffIsToldToTheReceiverAlone(t *testing.T) {
+	srv, rdb := newReal(t)
+	ctx := context.Background()
+	watch := srv.Client(t).PSubscribe(ctx, "lockkit:{told}:released*")
+	defer watch.Close()
+	if _, err := watch.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	holder := locktest.NewClient(t, rdb)
+	_, unlock := locktest.MustLock(t, holder, ctx, "told")
+	const waiters = 4
+	var results []*lockResult
+	var dones []<-chan struct{}
+	for i := range waiters {
+		done, res := lockAsync(locktest.NewClient(t, srv.Client(t)), ctx, "told")
+		waitQueued(t, rdb, "told", int64(i+1))
+		results, dones = append(results, res), append(dones, done)
+	}
+	waitSubscribed(t, rdb, "told", waiters)
+	for i := range waiters {
+		if i == 0 {
+			if err := unlock(); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := results[i-1].unlock(); err != nil {
+			t.Fatal(err)
+		}
+		within(t, dones[i], 2*time.Second, "the next waiter")
+		if results[i].err != nil {
+			t.Fatal(results[i].err)
+		}
+		msg, err := watch.ReceiveTimeout(ctx, time.Second)
+		if err != nil {
+			t.Fatalf("hand-off %d: no message: %v", i, err)
+		}
+		m, ok := msg.(*redis.Message)
+		if !ok {
+			t.Fatalf("hand-off %d: %T, want a message", i, msg)
+		}
+		fields := strings.Fields(m.Payload)
+		if len(fields) != 4 {
+			t.Fatalf("hand-off %d: payload %q, want <from> <owner> <token> <ms>", i, m.Payload)
+		}
+		client, _, _ := strings.Cut(fields[1], ":")
+		if want := "lockkit:{told}:released:" + client; m.Channel != want {
+			t.Fatalf("hand-off %d told on %s, want the receiver's Client's channel %s", i, m.Channel, want)
+		}
+	}
+	_ = results[waiters-1].unlock()
+	if msg, err := watch.ReceiveTimeout(ctx, 200*time.Millisecond); err == nil {
+		t.Fatalf("a message beyond one per hand-off: %v", msg)
 	}
 }
