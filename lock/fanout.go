@@ -83,26 +83,30 @@ func fanOut[T any](c *Client, ctx context.Context, timeout time.Duration, call f
 	return results
 }
 
-// idleWorker is how long a goroutine of the Client's waits for more work
-// before it ends.
-const idleWorker = 2 * time.Second
+// A goroutine of the Client's that finished its function waits up to
+// idleWorker for another, and at most maxIdle wait at once.
+const (
+	idleWorker = 2 * time.Second
+	maxIdle    = 4
+)
 
 // tasks runs the Client's goroutines and lets Close wait for them. A
-// goroutine that finished its function waits idleWorker for another, so
+// goroutine that finished its function waits for another for a while, so
 // that the short Redis calls of steady traffic reuse goroutines whose
 // stacks have grown instead of starting new ones.
 type tasks struct {
 	mu     sync.Mutex
 	closed bool
+	idle   int // goroutines waiting for work
 	wg     sync.WaitGroup
-	idle   chan func()   // unbuffered: taken by a goroutine waiting for work
+	work   chan func()   // unbuffered: taken by a goroutine waiting for work
 	stop   chan struct{} // closed by close: waiting goroutines end
 	once   sync.Once
 }
 
 func (t *tasks) init() {
 	t.once.Do(func() {
-		t.idle = make(chan func())
+		t.work = make(chan func())
 		t.stop = make(chan struct{})
 	})
 }
@@ -117,33 +121,45 @@ func (t *tasks) run(f func()) bool {
 		return false
 	}
 	select {
-	case t.idle <- f:
+	case t.work <- f:
 		return true
 	default:
 	}
 	t.wg.Add(1)
-	go t.work(f)
+	go t.loop(f)
 	return true
 }
 
-// work runs f, then whatever run hands it while it waits, until it waits
-// idleWorker in vain or the Client closes.
-func (t *tasks) work(f func()) {
+// loop runs f, then whatever run hands it while it waits, until it waits
+// idleWorker in vain, enough others wait, or the Client closes.
+func (t *tasks) loop(f func()) {
 	defer t.wg.Done()
 	var timer *time.Timer
 	for {
 		f()
+		t.mu.Lock()
+		if t.idle >= maxIdle {
+			t.mu.Unlock()
+			return
+		}
+		t.idle++
+		t.mu.Unlock()
 		if timer == nil {
 			timer = time.NewTimer(idleWorker)
 			defer timer.Stop()
 		} else {
 			timer.Reset(idleWorker)
 		}
+		var ok bool
 		select {
-		case f = <-t.idle:
+		case f, ok = <-t.work:
 		case <-timer.C:
-			return
 		case <-t.stop:
+		}
+		t.mu.Lock()
+		t.idle--
+		t.mu.Unlock()
+		if !ok {
 			return
 		}
 	}
