@@ -69,7 +69,9 @@
 // lease can do no harm. While the lock's hash exists a token is the last
 // one plus one; when it is gone (a lapsed lease, data lost in a flush or a
 // restart) it is Redis's clock in microseconds. So tokens need no state
-// kept forever and grow as long as Redis's clock does not go back.
+// kept forever and grow as long as Redis's clock does not go back and
+// Redis does not bring back an older copy of the hash (a failover to a
+// lagging replica; see docs/guarantees.md).
 //
 // # Redis data
 //

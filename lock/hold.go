@@ -620,8 +620,9 @@ func Held(ctx context.Context, key string) bool {
 // FencingToken returns the fencing token of the hold on key that ctx
 // carries, and whether ctx holds key (see [Held]) with a token. Tokens
 // strictly increase with every new acquisition of a key, across all Clients
-// sharing the Redis and across expiries, so storage can reject writes from
-// a stale holder. Re-entries share the outermost acquisition's token. A
+// sharing the Redis, across expiries and across a flush or a restart
+// without persistence (see "Fencing tokens" in the package documentation),
+// so storage can reject writes from a stale holder. Re-entries share the outermost acquisition's token. A
 // Client made by [NewQuorum] has no tokens: ok is false.
 func FencingToken(ctx context.Context, key string) (uint64, bool) {
 	if l := findLevel(ctx, nil, key); l != nil && len(l.h.c.nodes) == 1 && l.h.live() {
