@@ -29,6 +29,13 @@ var (
 	// ErrPanicked is wrapped by the error of a run whose job panicked. The
 	// error's text carries the panic value and the stack.
 	ErrPanicked = errors.New("cronlock: job panicked")
+
+	// ErrOtherSpec is wrapped by the error of an attempt that found the
+	// tick marker held for a tick this replica's spec does not have
+	// ([OutcomeSkippedOtherSpec]): replicas register the job with
+	// different specs, as during a rolling deploy that changes it, or their
+	// clocks are further apart than the skew tolerance.
+	ErrOtherSpec = errors.New("cronlock: the tick marker is held for a tick of another spec")
 )
 
 func invalidf(format string, args ...any) error {

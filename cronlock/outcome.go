@@ -46,9 +46,15 @@ const (
 	// ran, and its context was cancelled with cause [ErrStopped]: a
 	// deploy, not a failure (Warn).
 	OutcomeStopped
+	// OutcomeSkippedOtherSpec: another replica holds the tick marker for a
+	// tick that is not one of this replica's spec, so this tick runs
+	// nowhere: the replicas run the job on different specs (or clocks
+	// further apart than the skew tolerance). [Attempt.Err] wraps
+	// [ErrOtherSpec] and names the other tick (Error).
+	OutcomeSkippedOtherSpec
 )
 
-var outcomeNames = [...]string{"", "ran", "skipped-held", "skipped-tick-done", "skipped-late", "failed", "lost", "stopped"}
+var outcomeNames = [...]string{"", "ran", "skipped-held", "skipped-tick-done", "skipped-late", "failed", "lost", "stopped", "skipped-other-spec"}
 
 // String returns the outcome's name, e.g. "skipped-tick-done".
 func (o Outcome) String() string {

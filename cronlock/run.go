@@ -21,6 +21,7 @@ type entry struct {
 	name    string
 	job     Job
 	cfg     jobConfig
+	spec    string
 	ticks   cron.Schedule // by the Scheduler's clock
 	runKey  string        // run lock: held while the job runs
 	tickKey string        // tick marker: held for a while after each tick
@@ -65,8 +66,18 @@ func (e *entry) attempt() Attempt {
 	// Each Redis call of the attempt is bounded by the tick's lateness
 	// bound: an answer after it could not be trusted anyway.
 	bound := lock.WithMaxWait(max(late.Sub(now), minBound))
-	_, unlockTick, err := s.locker.TryLock(context.Background(), e.tickKey, lock.WithFixedLease(markerLease(hold)), bound)
+	// The marker's lease ends markerLease after the tick, by the
+	// Scheduler's clock, so that another replica can tell from what is left
+	// of it which tick it was taken for (see otherSpec).
+	lease := lock.WithFixedLease(tick.Add(markerLease(hold)).Sub(now))
+	_, unlockTick, err := s.locker.TryLock(context.Background(), e.tickKey, lease, bound)
 	if err != nil {
+		if other, ok := e.otherSpec(err, hold); ok {
+			a.Outcome = OutcomeSkippedOtherSpec
+			a.Err = fmt.Errorf("%w: the marker of job %s was taken for a tick at %s, which spec %q does not have; do the replicas run the job on different specs?",
+				ErrOtherSpec, loggedName(e.name), other.UTC().Format(time.RFC3339Nano), e.spec)
+			return a
+		}
 		return a.notObtained(err, OutcomeSkippedTickDone)
 	}
 	e.holdMarker(tick.Add(hold), unlockTick)
@@ -109,6 +120,23 @@ func (e *entry) run(a Attempt, bound time.Duration) Attempt {
 	done()
 	s.releaseAfter(time.Until(start.Add(e.cfg.keepFor())), e.runKey, unlockRun)
 	return a
+}
+
+// otherSpec tells, from err, another replica's refusal of the tick
+// marker, the tick that replica took the marker for: its lease ends
+// markerLease after that tick. It reports whether that tick is not one of
+// this replica's spec, within twice the skew tolerance: then this tick
+// runs nowhere. A marker of this replica's previous tick, still kept
+// while this replica's clock is ahead, is one of its own.
+func (e *entry) otherSpec(err error, hold time.Duration) (time.Time, bool) {
+	var ne *lock.NotObtainedError
+	if !errors.As(err, &ne) || ne.Reserved || ne.RemainingLease <= 0 {
+		return time.Time{}, false
+	}
+	other := e.s.now().Add(ne.RemainingLease - markerLease(hold))
+	margin := 2 * e.s.cfg.tolerance
+	own := e.ticks.Next(other.Add(-margin - time.Nanosecond))
+	return other, own.IsZero() || own.After(other.Add(margin))
 }
 
 // holdMarker arranges for the marker just taken to be let go of at due,

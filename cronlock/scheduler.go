@@ -94,7 +94,9 @@ func New(c *cron.Cron, locker lock.Locker, opts ...Option) *Scheduler {
 // the tick runs fn, the others skip (see [Outcome]). Runs of a job never
 // overlap: when the previous run still holds the job, the tick is skipped
 // everywhere. Replicas find each other by name: jobs with the same name on
-// Schedulers sharing a Redis are one job and must have the same spec.
+// Schedulers sharing a Redis are one job and must have the same spec; a
+// replica that finds the tick taken for a tick its spec does not have
+// reports [OutcomeSkippedOtherSpec].
 // "@every d" specs are aligned so their ticks are the same on every
 // replica: multiples of d since the zero time (for a d that divides a day,
 // times of day in UTC: "@every 15m" ticks at :00, :15, :30 and :45).
@@ -219,6 +221,7 @@ func (s *Scheduler) add(spec, name string, job Job, opts []JobOption, replace bo
 		name:    name,
 		job:     job,
 		cfg:     jc,
+		spec:    spec,
 		ticks:   ticks,
 		runKey:  runKeyPrefix + name,
 		tickKey: tickKeyPrefix + name,
