@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -34,7 +36,23 @@ var (
 	// oversized key, a nil Redis client, a lease or wait that is zero,
 	// negative or too short.
 	ErrInvalid = errors.New("lock: invalid argument")
+
+	// ErrOutOfMemory is wrapped by the error of a call Redis refused
+	// because it reached its maxmemory with the noeviction policy (an OOM
+	// error): no new lock can be taken until memory is freed. Renewals and
+	// final releases still work on a full Redis (they write nothing new
+	// before they free), so held locks are not lost to it.
+	ErrOutOfMemory = errors.New("lock: Redis is out of memory")
 )
+
+// redisError returns err, wrapping [ErrOutOfMemory] when Redis refused the
+// command for lack of memory.
+func redisError(err error) error {
+	if redis.HasErrorPrefix(err, "OOM") {
+		return fmt.Errorf("%w (maxmemory reached, noeviction): %w", ErrOutOfMemory, err)
+	}
+	return err
+}
 
 // NotObtainedError tells why a lock was not obtained. It matches
 // [ErrNotObtained] with [errors.Is].

@@ -127,8 +127,11 @@ local function hand_off(from, last, claim, publish)
     return nil
   end
   local tok, s = next_token(last)
-  redis.call('HSET', KEYS[1], 'o', o, 'n', 1, 't', s, 'r', from, 'q', 1, 'open', 0)
+  -- PEXPIRE first: Redis never refuses it for memory, and once a script
+  -- wrote, its later writes are not refused either, so a full Redis still
+  -- hands the lock over (and lets it go, below).
   redis.call('PEXPIRE', KEYS[1], claim)
+  redis.call('HSET', KEYS[1], 'o', o, 'n', 1, 't', s, 'r', from, 'q', 1, 'open', 0)
   redis.call('HSET', KEYS[3], o, now + claim)
   local ttl = redis.call('PTTL', KEYS[3])
   if ttl >= 0 and ttl < claim then -- the queue lives until the window ends
@@ -142,8 +145,8 @@ end
 -- let_go marks the lock free after owner's last release and keeps the hash
 -- for linger ms.
 local function let_go(owner, linger)
-  redis.call('HSET', KEYS[1], 'n', 0, 'r', owner)
   redis.call('PEXPIRE', KEYS[1], linger)
+  redis.call('HSET', KEYS[1], 'n', 0, 'r', owner)
 end
 
 -- enqueue puts owner at the back of the queue unless it is in it already,

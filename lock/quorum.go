@@ -63,10 +63,14 @@ func (c *Client) lost(v votes) bool { return v.no > len(c.nodes)-c.quorum }
 // error with one node, or why no majority answered.
 func (c *Client) failure(v votes) error {
 	if len(c.nodes) == 1 {
-		return v.errs[0]
+		return redisError(v.errs[0])
+	}
+	errs := make([]error, len(v.errs))
+	for i, err := range v.errs {
+		errs[i] = redisError(err)
 	}
 	return fmt.Errorf("quorum of %d not reached (%d confirmed, %d gone): %w",
-		c.quorum, v.yes, v.no, errors.Join(v.errs...))
+		c.quorum, v.yes, v.no, errors.Join(errs...))
 }
 
 // retryDelay is when to try again after an attempt that did not win:
