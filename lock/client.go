@@ -182,7 +182,7 @@ func (c *Client) releaseAll(holds []*hold, deadline time.Time) {
 	fanOut(c, ctx, 0, func(ctx context.Context, nd *node) (struct{}, error) {
 		nd.releaseAll(ctx, holds)
 		return struct{}{}, nil
-	})
+	}, nil)
 }
 
 func (c *Client) isClosed() bool { return c.life.Err() != nil }

@@ -137,7 +137,7 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	sent := time.Now()
 	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
 		return nd.acquire(ctx, h, 1, wait)
-	})
+	}, func(v []int64) bool { return v[0] == 1 })
 	var v votes
 	var token uint64
 	var heldFor []time.Duration
@@ -259,7 +259,7 @@ func (h *hold) enter(ctx context.Context, cl *call, via *level) (*level, error) 
 	c := h.c
 	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
 		return nd.acquire(ctx, h, n, false)
-	})
+	}, func(v []int64) bool { return v[0] == int64(n) })
 	var v votes
 	for _, r := range rs {
 		switch {
@@ -431,7 +431,7 @@ func (h *hold) releaseVotes(ctx context.Context, n int) votes {
 			}
 		}
 		return r.ok, err
-	})
+	}, func(ok bool) bool { return ok })
 	var v votes
 	for _, r := range rs {
 		switch {

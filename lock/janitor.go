@@ -194,6 +194,6 @@ func (h *hold) clean(ctx context.Context, mayHold bool) bool {
 	}
 	rs := fanOut(h.c, ctx, 0, func(ctx context.Context, nd *node) (struct{}, error) {
 		return struct{}{}, nd.leave(ctx, h)
-	})
+	}, nil)
 	return rs[0].err == nil
 }

@@ -2,7 +2,10 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -20,6 +23,53 @@ type node struct {
 	rdb     redis.UniversalClient
 	sharded bool // Redis Cluster: sharded pub/sub, one lease per renew call
 	publish any  // "PUBLISH" or "SPUBLISH", run by release.lua
+
+	// Quorum mode: a node that failed failLimit times in a row is not
+	// called until skipUntil, then once, as a probe (see available).
+	mu        sync.Mutex
+	fails     int
+	skipUntil time.Time
+}
+
+// failLimit failures in a row make a quorum node be skipped for
+// downBackoff, after which one call probes it.
+const (
+	failLimit   = 3
+	downBackoff = time.Second
+)
+
+// available reports whether a call should be sent to the node: not while
+// it is skipped after repeated failures, except for one probe each
+// downBackoff.
+func (nd *node) available() bool {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.fails < failLimit {
+		return true
+	}
+	now := time.Now()
+	if now.Before(nd.skipUntil) {
+		return false
+	}
+	nd.skipUntil = now.Add(downBackoff) // this call probes it
+	return true
+}
+
+// observe records the outcome of a call: an error that is not Redis's
+// reply (no answer in time, no connection) counts as a failure of the
+// node; anything else makes it healthy again.
+func (nd *node) observe(err error) {
+	var re redis.Error
+	failed := err != nil && !errors.As(err, &re)
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if !failed {
+		nd.fails = 0
+		return
+	}
+	if nd.fails++; nd.fails == failLimit {
+		nd.skipUntil = time.Now().Add(downBackoff)
+	}
 }
 
 func newNode(rdb redis.UniversalClient) *node {

@@ -16,7 +16,7 @@ func (c *Client) Time(ctx context.Context) (time.Time, error) {
 	}
 	rs := fanOut(c, ctx, c.callTimeout(c.cfg.lease), func(ctx context.Context, nd *node) (time.Time, error) {
 		return nd.rdb.Time(ctx).Result()
-	})
+	}, nil)
 	var err error
 	for _, r := range rs {
 		if r.err == nil {

@@ -179,7 +179,7 @@ func (w *watchdog) renewGroup(batch []*hold) {
 	ctx, cancel := context.WithDeadline(c.life, deadline)
 	rs := fanOut(c, ctx, timeout, func(ctx context.Context, nd *node) ([]leaseState, error) {
 		return nd.renew(ctx, batch), nil
-	})
+	}, nil)
 	cancel()
 	var firstErr error
 	lost := 0
