@@ -27,6 +27,7 @@ type Server struct {
 	tb   testing.TB
 	bin  string
 	dir  string
+	conf string // a config file, first argument (Sentinel rewrites its own)
 	args []string
 	cmd  *exec.Cmd
 	exit chan struct{} // closed when cmd has been waited for
@@ -60,6 +61,27 @@ func Start(tb testing.TB, args ...string) *Server {
 	return s
 }
 
+// StartSentinel starts a Redis Sentinel on a free loopback port that
+// monitors the primary at primary as name, with a quorum of 1, and
+// declares it down after downAfter without an answer. It is stopped when
+// the test ends.
+func StartSentinel(tb testing.TB, name string, primary *Server, downAfter time.Duration) *Server {
+	tb.Helper()
+	s := &Server{tb: tb, bin: Binary(tb, "redis-server"), dir: tb.TempDir()}
+	s.Port = FreePort(tb)
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+	s.conf = s.dir + "/sentinel.conf"
+	conf := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 1\nsentinel down-after-milliseconds %[1]s %[3]d\nsentinel failover-timeout %[1]s 5000\n",
+		name, primary.Port, downAfter.Milliseconds())
+	if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	s.args = []string{"--sentinel"}
+	s.start()
+	tb.Cleanup(s.Stop)
+	return s
+}
+
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
@@ -73,14 +95,18 @@ func FreePort(tb testing.TB) int {
 
 func (s *Server) start() {
 	s.tb.Helper()
-	args := append([]string{
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(append(args,
 		"--port", strconv.Itoa(s.Port),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", s.dir,
 		"--logfile", "redis.log",
-	}, s.args...)
+	), s.args...)
 	s.cmd = exec.Command(s.bin, args...)
 	s.cmd.Dir = s.dir
 	if err := s.cmd.Start(); err != nil {

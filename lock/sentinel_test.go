@@ -1,0 +1,85 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/lockkit/lockkit/lock"
+)
+
+// waitFor polls cond every 50 ms until it holds or limit passes.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < limit; time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: not within %v", what, limit)
+}
+
+// Locks work through Redis Sentinel with go-redis's failover client: a
+// primary, its replica and a Sentinel, and a failover while a lock is
+// held. After it the Client talks to the new primary: the holder keeps its
+// lock (the replica had it: a failover Sentinel asks for waits for the
+// replica to catch up), another owner is refused, and the unlock frees the
+// key for it. A crash of the primary can lose a lock not yet replicated:
+// see docs/guarantees.md.
+func TestSentinelFailover(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
+	primary := redistest.Start(t)
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, "replication", func() bool {
+		info, _ := replica.Client(t).Info(ctx, "replication").Result()
+		return strings.Contains(info, "master_link_status:up")
+	})
+	sentinel := redistest.StartSentinel(t, "locks", primary, 500*time.Millisecond)
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
+	defer sc.Close()
+	waitFor(t, 10*time.Second, "Sentinel sees the replica", func() bool {
+		replicas, err := sc.Replicas(ctx, "locks").Result()
+		return err == nil && len(replicas) == 1
+	})
+
+	newClient := func() *lock.Client {
+		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "locks", SentinelAddrs: []string{sentinel.Addr}})
+		t.Cleanup(func() { _ = rdb.Close() })
+		return locktest.NewClient(t, rdb, lock.WithDefaultLease(3*time.Second))
+	}
+	holder, other := newClient(), newClient()
+	held, unlock := locktest.MustLock(t, holder, ctx, "pay")
+	if err := sc.Failover(ctx, "locks").Err(); err != nil {
+		t.Fatalf("SENTINEL FAILOVER: %v", err)
+	}
+	waitFor(t, 15*time.Second, "failover to the replica", func() bool {
+		addr, err := sc.GetMasterAddrByName(ctx, "locks").Result()
+		return err == nil && len(addr) == 2 && addr[1] == strconv.Itoa(replica.Port)
+	})
+	// Renewals (every second) now reach the new primary.
+	waitFor(t, 10*time.Second, "the lock on the new primary", func() bool {
+		return locktest.Held(t, replica.Client(t), "lockkit:{pay}")
+	})
+	time.Sleep(2 * time.Second) // two renewals on the new primary
+	if err := held.Err(); err != nil {
+		t.Fatalf("holder lost its lock in a failover Sentinel asked for: %v", context.Cause(held))
+	}
+	if _, _, err := other.TryLock(ctx, "pay"); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("another owner's TryLock after the failover = %v, want ErrNotObtained", err)
+	}
+	if err := unlock(); err != nil {
+		t.Fatalf("unlock after the failover: %v", err)
+	}
+	_, unlockOther := locktest.MustLock(t, other, ctx, "pay", lock.WithMaxWait(5*time.Second))
+	if err := unlockOther(); err != nil {
+		t.Fatal(err)
+	}
+}
