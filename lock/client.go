@@ -108,7 +108,11 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 		id:     hex.EncodeToString(id[:]),
 	}
 	for _, rdb := range rdbs {
-		c.nodes = append(c.nodes, newNode(rdb))
+		nd, err := newNode(rdb, cfg)
+		if err != nil {
+			return nil, err
+		}
+		c.nodes = append(c.nodes, nd)
 	}
 	if len(c.nodes) == 1 {
 		c.claim = claimWindow.Milliseconds()

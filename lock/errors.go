@@ -43,6 +43,11 @@ var (
 	// final releases still work on a full Redis (they write nothing new
 	// before they free), so held locks are not lost to it.
 	ErrOutOfMemory = errors.New("lock: Redis is out of memory")
+
+	// ErrReplicaAck is wrapped by the error of an acquisition whose write
+	// fewer replicas confirmed than [WithReplicaAck] asks for, in its
+	// timeout.
+	ErrReplicaAck = errors.New("lock: replicas did not confirm the write")
 )
 
 // redisError returns err, wrapping [ErrOutOfMemory] when Redis refused the

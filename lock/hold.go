@@ -189,7 +189,7 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 // holder must confirm with an attempt instead (which sets its lease): a
 // fixed lease, no usable time, or less than half the window left.
 func (h *hold) handedOff(g handOff, last attemptResult) (attemptResult, bool) {
-	if h.fixed || last.redisAt == 0 || g.at < last.redisAt {
+	if h.fixed || h.c.nodes[0].acks > 0 || last.redisAt == 0 || g.at < last.redisAt {
 		return attemptResult{}, false
 	}
 	gap := time.Duration(g.at-last.redisAt) * time.Millisecond

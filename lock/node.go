@@ -24,6 +24,9 @@ type node struct {
 	sharded bool // Redis Cluster: sharded pub/sub, one lease per renew call
 	publish any  // "PUBLISH" or "SPUBLISH", run by release.lua
 
+	acks       int // replicas that must confirm each write (WithReplicaAck); 0: none
+	ackTimeout time.Duration
+
 	// Quorum mode: a node that failed failLimit times in a row is not
 	// called until skipUntil, then once, as a probe (see available).
 	mu        sync.Mutex
@@ -72,11 +75,59 @@ func (nd *node) observe(err error) {
 	}
 }
 
-func newNode(rdb redis.UniversalClient) *node {
+func newNode(rdb redis.UniversalClient, cfg config) (*node, error) {
 	if _, ok := rdb.(*redis.ClusterClient); ok {
-		return &node{rdb: rdb, sharded: true, publish: "SPUBLISH"}
+		if cfg.acks > 0 {
+			return nil, invalidf("WithReplicaAck with a redis.ClusterClient: WAIT would reach one node of the cluster, not the one of each key")
+		}
+		return &node{rdb: rdb, sharded: true, publish: "SPUBLISH"}, nil
 	}
-	return &node{rdb: rdb, publish: "PUBLISH"}
+	return &node{rdb: rdb, publish: "PUBLISH", acks: cfg.acks, ackTimeout: cfg.ackTimeout}, nil
+}
+
+// run runs s with args (see script.run); with WithReplicaAck it sends WAIT
+// after it on the same connection, in the same round trip, and fails the
+// command with ErrReplicaAck when too few replicas confirm.
+func (nd *node) run(ctx context.Context, s script, args []any) *redis.Cmd {
+	if nd.acks == 0 {
+		return s.run(ctx, nd.rdb, args)
+	}
+	var cmd *redis.Cmd
+	for _, eval := range []bool{false, true} {
+		args[0], args[1] = "evalsha", s.sha
+		if eval {
+			args[0], args[1] = "eval", s.src
+		}
+		pipe := nd.rdb.Pipeline()
+		cmd = redis.NewCmd(ctx, args...)
+		_ = pipe.Process(ctx, cmd)
+		wait := nd.wait(ctx, pipe)
+		_, _ = pipe.Exec(ctx)
+		if err := cmd.Err(); eval || err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			nd.checkAck(cmd, wait)
+			break
+		}
+	}
+	return cmd
+}
+
+// wait queues WAIT on pipe: the replicas that confirmed the connection's
+// writes so far, waiting up to the timeout of WithReplicaAck.
+func (nd *node) wait(ctx context.Context, pipe redis.Pipeliner) *redis.IntCmd {
+	cmd := redis.NewIntCmd(ctx, "wait", nd.acks, nd.ackTimeout.Milliseconds())
+	_ = pipe.Process(ctx, cmd)
+	return cmd
+}
+
+// checkAck fails cmd, if it succeeded, when wait, the WAIT after it, saw
+// fewer replicas confirm than asked for.
+func (nd *node) checkAck(cmd *redis.Cmd, wait *redis.IntCmd) {
+	if cmd.Err() != nil {
+		return
+	}
+	if n, err := wait.Result(); err != nil || n < int64(nd.acks) {
+		cmd.SetErr(fmt.Errorf("%w: %d of %d replicas within %v (%v)", ErrReplicaAck, n, nd.acks, nd.ackTimeout, err))
+	}
 }
 
 // acquire runs acquire.lua: it moves h's owner to hold count n and returns
@@ -87,7 +138,7 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64
 	if wait {
 		w = 1
 	}
-	v, err := acquireScript.run(ctx, nd.rdb, h.rk.scriptArgs(h.ownerArg, h.leaseArg, n, h.c.claimArg, w, nd.publish)).Int64Slice()
+	v, err := nd.run(ctx, acquireScript, h.rk.scriptArgs(h.ownerArg, h.leaseArg, n, h.c.claimArg, w, nd.publish)).Int64Slice()
 	if err == nil && len(v) != 2 && len(v) != 3 {
 		err = fmt.Errorf("unexpected reply %v", v)
 	}
@@ -98,7 +149,7 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64
 // whether the owner still held the key and to which waiter, if any, it was
 // handed.
 func (nd *node) release(ctx context.Context, h *hold, n int) (released, error) {
-	v, err := releaseScript.run(ctx, nd.rdb, h.rk.scriptArgs(h.ownerArg, n, h.c.claimArg, nd.publish, h.lingerArg)).Slice()
+	v, err := nd.run(ctx, releaseScript, h.rk.scriptArgs(h.ownerArg, n, h.c.claimArg, nd.publish, h.lingerArg)).Slice()
 	if err != nil {
 		return released{}, err
 	}
@@ -131,7 +182,7 @@ type handOff struct {
 
 // leave runs leave.lua: h's owner stopped waiting.
 func (nd *node) leave(ctx context.Context, h *hold) error {
-	return leaveScript.run(ctx, nd.rdb, h.rk.scriptArgs(h.ownerArg, h.c.claimArg, nd.publish, h.lingerArg)).Err()
+	return nd.run(ctx, leaveScript, h.rk.scriptArgs(h.ownerArg, h.c.claimArg, nd.publish, h.lingerArg)).Err()
 }
 
 // leaseState is what a renewal learned of one lease: whether its owner
@@ -235,7 +286,16 @@ func (nd *node) pipelined(ctx context.Context, n int, call func(i int) (script, 
 				cmds[j] = s.EvalSha(ctx, pipe, keys, a...)
 			}
 		}
+		var wait *redis.IntCmd
+		if nd.acks > 0 {
+			wait = nd.wait(ctx, pipe)
+		}
 		_, _ = pipe.Exec(ctx) // each command keeps its own error
+		if wait != nil {
+			for _, cmd := range cmds {
+				nd.checkAck(cmd, wait)
+			}
+		}
 		return cmds
 	}
 	all := make([]int, n)

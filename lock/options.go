@@ -50,7 +50,9 @@ type config struct {
 	observer    Observer
 	drift       time.Duration // 0: 1% of the lease + 2 ms
 	nodeTimeout time.Duration // 0: lease/20 within [10 ms, 1 s]
-	bad         []error       // from options given impossible values
+	acks        int           // replicas that must confirm each write; 0: none
+	ackTimeout  time.Duration
+	bad         []error // from options given impossible values
 }
 
 // WithDefaultLease sets the lease of locks that do not choose one with
@@ -91,6 +93,27 @@ func WithNodeTimeout(d time.Duration) Option {
 		c.nodeTimeout = d
 		if d <= 0 {
 			c.bad = append(c.bad, invalidf("node timeout %v must be positive", d))
+		}
+	}
+}
+
+// WithReplicaAck makes every write of a lock wait, with Redis's WAIT, until
+// at least replicas replicas of the master confirm it, for up to timeout,
+// so that a failover to one of them keeps the lock and its fencing token
+// (as Redisson checks synced replicas). An acquisition whose write is not
+// confirmed in time fails with an error matching [ErrReplicaAck] (what it
+// took is released), a renewal that is not counts as failed (the hold is
+// lost when its validity ends without one), and a waiter the key is handed
+// to confirms with a command of its own before it starts. Every
+// acquisition and renewal then also waits for the replication round trip.
+// replicas must be at least 1 and timeout at least 1 ms; a [*redis.ClusterClient]
+// is refused (WAIT would reach one node of the cluster, not the key's).
+// Default: no acknowledgement (replication is asynchronous).
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(c *config) {
+		c.acks, c.ackTimeout = replicas, timeout
+		if replicas < 1 || timeout < time.Millisecond {
+			c.bad = append(c.bad, invalidf("replica acknowledgement of %d replicas within %v: want at least 1 replica and a timeout of 1 ms or more", replicas, timeout))
 		}
 	}
 }

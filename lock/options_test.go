@@ -18,6 +18,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 	var nilClient *redis.Client
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"}})
 	t.Cleanup(func() { _ = ring.Close() })
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { _ = cluster.Close() })
 	tests := []struct {
 		name string
 		rdb  redis.UniversalClient
@@ -32,6 +34,9 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"lease too short to renew", rdb, []lock.Option{lock.WithDefaultLease(5 * time.Millisecond)}, "shorter than the minimum"},
 		{"empty prefix", rdb, []lock.Option{lock.WithPrefix("")}, "prefix"},
 		{"prefix with brace", rdb, []lock.Option{lock.WithPrefix("a{b")}, "prefix"},
+		{"no replica to acknowledge", rdb, []lock.Option{lock.WithReplicaAck(0, time.Second)}, "at least 1 replica"},
+		{"no time to acknowledge", rdb, []lock.Option{lock.WithReplicaAck(1, 0)}, "timeout of 1 ms or more"},
+		{"acknowledgement on a cluster", cluster, []lock.Option{lock.WithReplicaAck(1, time.Second)}, "ClusterClient"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

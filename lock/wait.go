@@ -381,7 +381,7 @@ func (c *Client) check(rk redisKeys, lease any) {
 	ctx, cancel := context.WithTimeout(c.life, cleanupTimeout)
 	defer cancel()
 	nd := c.nodes[0]
-	_ = acquireScript.run(ctx, nd.rdb, rk.scriptArgs(c.newOwner(), lease, 1, c.claimArg, checkMode, nd.publish)).Err()
+	_ = nd.run(ctx, acquireScript, rk.scriptArgs(c.newOwner(), lease, 1, c.claimArg, checkMode, nd.publish)).Err()
 }
 
 // close stops the idle timers; the subscribers close the subscriptions
