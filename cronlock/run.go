@@ -70,9 +70,10 @@ func (e *entry) attempt() Attempt {
 	// Scheduler's clock, so that another replica can tell from what is left
 	// of it which tick it was taken for (see otherSpec).
 	lease := lock.WithFixedLease(tick.Add(markerLease(hold)).Sub(now))
+	sent := s.now()
 	_, unlockTick, err := s.locker.TryLock(context.Background(), e.tickKey, lease, bound)
 	if err != nil {
-		if other, ok := e.otherSpec(err, hold); ok {
+		if other, ok := e.otherSpec(err, hold, sent); ok {
 			a.Outcome = OutcomeSkippedOtherSpec
 			a.Err = fmt.Errorf("%w: the marker of job %s was taken for a tick at %s, which spec %q does not have; do the replicas run the job on different specs?",
 				ErrOtherSpec, loggedName(e.name), other.UTC().Format(time.RFC3339Nano), e.spec)
@@ -123,20 +124,37 @@ func (e *entry) run(a Attempt, bound time.Duration) Attempt {
 }
 
 // otherSpec tells, from err, another replica's refusal of the tick
-// marker, the tick that replica took the marker for: its lease ends
-// markerLease after that tick. It reports whether that tick is not one of
-// this replica's spec, within twice the skew tolerance: then this tick
-// runs nowhere. A marker of this replica's previous tick, still kept
-// while this replica's clock is ahead, is one of its own.
-func (e *entry) otherSpec(err error, hold time.Duration) (time.Time, bool) {
+// marker (asked for at sent), whether the marker was taken for a tick that
+// is not one of this replica's spec: then this tick runs nowhere. It also
+// returns that tick, as far as it can tell (the marker's end less the
+// lease of this tick's marker).
+//
+// A marker taken for tick c ends markerLease(hold(c)) after c, later by
+// however long the holder's command took to reach Redis (at most the
+// lateness bound, hold(c)); what is left of it was read after sent, and
+// clocks agree within the skew tolerance. So the marker is one of this
+// spec's ticks when, for some own tick c, its end less c's lease lies in
+// [-(time since sent) - tolerance, hold(c) + minBound]. This also covers
+// a replica whose clock is ahead and meets its own previous tick's marker.
+func (e *entry) otherSpec(err error, hold time.Duration, sent time.Time) (time.Time, bool) {
 	var ne *lock.NotObtainedError
 	if !errors.As(err, &ne) || ne.Reserved || ne.RemainingLease <= 0 {
 		return time.Time{}, false
 	}
-	other := e.s.now().Add(ne.RemainingLease - markerLease(hold))
-	margin := 2 * e.s.cfg.tolerance
-	own := e.ticks.Next(other.Add(-margin - time.Nanosecond))
-	return other, own.IsZero() || own.After(other.Add(margin))
+	tol := e.s.cfg.tolerance
+	end := sent.Add(ne.RemainingLease)
+	early := e.s.now().Sub(sent) + tol
+	longest := markerLease(4 * tol) // no hold is longer than 4 × tolerance
+	for c := e.ticks.Next(end.Add(-longest - early - time.Nanosecond)); !c.IsZero() && !c.After(end.Add(minBound)); c = e.ticks.Next(c) {
+		_, h, ok := tickAt(e.ticks, c, tol)
+		if !ok {
+			continue
+		}
+		if off := end.Sub(c.Add(markerLease(h))); off >= -early && off <= h+minBound {
+			return time.Time{}, false
+		}
+	}
+	return end.Add(-markerLease(hold)), true
 }
 
 // holdMarker arranges for the marker just taken to be let go of at due,

@@ -88,10 +88,12 @@ func TestHandedOverHoldKeepsItsLease(t *testing.T) {
 	}
 }
 
-// A hand-off is one message, on the channel of the receiving waiter's
-// Client alone: Clients waiting for the same key hear nothing of it, so
-// the cost of a hand-off in Redis does not grow with the Clients waiting.
-func TestHandOffIsToldToTheReceiverAlone(t *testing.T) {
+// A hand-off is told to the receiving waiter's Client, on its own channel,
+// and to at most one other Client, a watcher further back in the queue
+// (which checks after the claim window that the receiver took the key):
+// however many Clients wait, the cost of a hand-off in Redis stays two
+// messages.
+func TestHandOffIsToldToTwoClientsAtMost(t *testing.T) {
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	watch := srv.Client(t).PSubscribe(ctx, "lockkit:{told}:released*")
@@ -101,7 +103,7 @@ func TestHandOffIsToldToTheReceiverAlone(t *testing.T) {
 	}
 	holder := locktest.NewClient(t, rdb)
 	_, unlock := locktest.MustLock(t, holder, ctx, "told")
-	const waiters = 4
+	const waiters = 6
 	var results []*lockResult
 	var dones []<-chan struct{}
 	for i := range waiters {
@@ -122,25 +124,28 @@ func TestHandOffIsToldToTheReceiverAlone(t *testing.T) {
 		if results[i].err != nil {
 			t.Fatal(results[i].err)
 		}
-		msg, err := watch.ReceiveTimeout(ctx, time.Second)
-		if err != nil {
-			t.Fatalf("hand-off %d: no message: %v", i, err)
+		var channels []string
+		receiver := ""
+		for {
+			msg, err := watch.ReceiveTimeout(ctx, 200*time.Millisecond)
+			if err != nil {
+				break
+			}
+			m, ok := msg.(*redis.Message)
+			if !ok {
+				t.Fatalf("hand-off %d: %T, want a message", i, msg)
+			}
+			fields := strings.Fields(m.Payload)
+			if len(fields) != 4 {
+				t.Fatalf("hand-off %d: payload %q, want <from> <owner> <token> <ms>", i, m.Payload)
+			}
+			client, _, _ := strings.Cut(fields[1], ":")
+			receiver = "lockkit:{told}:released:" + client
+			channels = append(channels, m.Channel)
 		}
-		m, ok := msg.(*redis.Message)
-		if !ok {
-			t.Fatalf("hand-off %d: %T, want a message", i, msg)
-		}
-		fields := strings.Fields(m.Payload)
-		if len(fields) != 4 {
-			t.Fatalf("hand-off %d: payload %q, want <from> <owner> <token> <ms>", i, m.Payload)
-		}
-		client, _, _ := strings.Cut(fields[1], ":")
-		if want := "lockkit:{told}:released:" + client; m.Channel != want {
-			t.Fatalf("hand-off %d told on %s, want the receiver's Client's channel %s", i, m.Channel, want)
+		if len(channels) == 0 || len(channels) > 2 || channels[0] != receiver {
+			t.Fatalf("hand-off %d told on %q, want the receiver's Client's channel %s first, and at most one other", i, channels, receiver)
 		}
 	}
 	_ = results[waiters-1].unlock()
-	if msg, err := watch.ReceiveTimeout(ctx, 200*time.Millisecond); err == nil {
-		t.Fatalf("a message beyond one per hand-off: %v", msg)
-	}
 }

@@ -19,11 +19,12 @@
 -- time the waiter was told to come back after) plus the claim window. A
 -- release hands the lock to the first live waiter: the lock is written for
 -- it with the claim window as TTL and the hand-off told to the waiter's
--- Client alone as "<from> <owner> <token> <ms>", so the waiter starts without another
+-- Client as "<from> <owner> <token> <ms>", so the waiter starts without another
 -- command, and confirms (renews the lease to its own, leaving the queue)
 -- before the window ends. A waiter whose process died never confirms: the lock lapses after the claim window,
--- and the next attempt (a waiter's, or the releasing Client's check after
--- the window) drops that waiter, with every other waiter of its Client,
+-- and the next attempt (a waiter's: the hand-off is also told to one
+-- waiter of another Client behind it, which tries after the window; or
+-- the releasing Client's check after the window) drops that waiter, with every other waiter of its Client,
 -- and gives the next one a turn: the lock is kept free for it for the
 -- claim window, announced as "<from> <owner>" to every Client with a
 -- queued waiter, and taken by its next attempt. From a tenth of the window into that turn the lock goes to
@@ -59,41 +60,76 @@ local function client_of(o)
   return string.match(o, '^(.*):') or o
 end
 
--- drop_client takes every queued waiter of client c out of the queue: one
--- of them missed its turn, so its process is most likely dead, and its
--- other waiters would each hold up the queue for a claim window. A live
--- waiter dropped by mistake queues again at its next attempt.
-local function drop_client(c)
-  for _, o in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
-    if client_of(o) == c then
-      redis.call('LREM', KEYS[2], 1, o)
-      redis.call('HDEL', KEYS[3], o)
-    end
-  end
-end
-
 -- first drops the waiters at the front whose deadline passed, with every
--- other waiter of their Clients, and returns the first live one (or nil),
--- its deadline, and whether any was dropped.
+-- other waiter of their Clients (one of them missed its turn, so its
+-- process is most likely dead, and its other waiters would each hold up
+-- the queue for a claim window; a live waiter dropped by mistake queues
+-- again at its next attempt), and returns the first live one (or nil),
+-- its deadline, and whether any was dropped. The dropped Clients' waiters
+-- further back go in one pass over the queue, so the cost grows with the
+-- queue's length, not its square.
 local function first(now)
-  local dropped = false
+  local dead, dropped = {}, false
+  local o, d
   while true do
-    local o = redis.call('LINDEX', KEYS[2], 0)
+    o = redis.call('LINDEX', KEYS[2], 0)
     if not o then
       return nil, 0, dropped
     end
-    local d = tonumber(redis.call('HGET', KEYS[3], o) or '0')
-    if d > now then
-      return o, d, dropped
+    d = tonumber(redis.call('HGET', KEYS[3], o) or '0')
+    local c = client_of(o)
+    if d > now and not dead[c] then
+      break
     end
-    drop_client(client_of(o))
-    dropped = true
+    dead[c], dropped = true, true
+    redis.call('LPOP', KEYS[2])
+    redis.call('HDEL', KEYS[3], o)
   end
+  if dropped then
+    local rest = redis.call('LRANGE', KEYS[2], 0, -1)
+    local keep = {}
+    for _, w in ipairs(rest) do
+      if dead[client_of(w)] then
+        redis.call('HDEL', KEYS[3], w)
+      else
+        keep[#keep + 1] = w
+      end
+    end
+    if #keep < #rest then
+      local ttl = redis.call('PTTL', KEYS[2])
+      redis.call('DEL', KEYS[2])
+      for i = 1, #keep, 1000 do
+        redis.call('RPUSH', KEYS[2], unpack(keep, i, math.min(i + 999, #keep)))
+      end
+      if ttl > 0 then
+        redis.call('PEXPIRE', KEYS[2], ttl)
+      end
+    end
+  end
+  return o, d, dropped
 end
 
 -- tell sends msg to the Client of owner o, on its channel of the lock.
 local function tell(publish, o, msg)
   redis.call(publish, KEYS[4] .. ':' .. client_of(o), msg)
+end
+
+-- watcher returns a waiter to tell of a hand-off to o, so that it checks
+-- after the claim window that o took the lock: the first waiter behind o,
+-- among the next 16, whose Client is not o's (if o's process died, so did
+-- its other waiters), else the last waiter if it is another Client's.
+local function watcher(o)
+  local c = client_of(o)
+  for _, w in ipairs(redis.call('LRANGE', KEYS[2], 1, 16)) do
+    if client_of(w) ~= c then
+      return w
+    end
+  end
+  local last = redis.call('LINDEX', KEYS[2], -1)
+  if last and client_of(last) ~= c then
+    return last
+  end
+  return nil
 end
 
 -- announce starts owner o's turn after waiters before it missed theirs,
@@ -138,7 +174,12 @@ local function hand_off(from, last, claim, publish)
     redis.call('PEXPIRE', KEYS[3], claim)
     redis.call('PEXPIRE', KEYS[2], claim)
   end
-  tell(publish, o, from .. ' ' .. o .. ' ' .. s .. ' ' .. now)
+  local msg = from .. ' ' .. o .. ' ' .. s .. ' ' .. now
+  tell(publish, o, msg)
+  local w = watcher(o)
+  if w then
+    tell(publish, w, msg)
+  end
   return o, tok, now
 end
 

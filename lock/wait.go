@@ -54,9 +54,9 @@ type queue struct {
 // A waiter is one Lock call waiting for its key.
 type waiter struct {
 	owner string
-	wake  chan struct{} // capacity 1: try now, or see given
-	soon  chan struct{} // capacity 1: another Client's waiter has the turn
-	given handOff       // guarded by waiters.mu: the key was handed to this waiter
+	wake  chan struct{}      // capacity 1: try now, or see given
+	soon  chan time.Duration // capacity 1: another Client's waiter has the key or the turn; try after this, if it is gone
+	given handOff            // guarded by waiters.mu: the key was handed to this waiter
 }
 
 func newWaiters(c *Client) *waiters {
@@ -95,11 +95,11 @@ func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confi
 		case <-ready:
 			ready = nil // subscribed: try, a release may have come before
 		case <-me.wake:
-		case <-me.soon:
-			// Another Client's waiter has a turn because waiters before it
-			// missed theirs: it may be gone too, so try when the turn opens
-			// to any queued waiter, unless told sooner.
-			if d := claimWindow/10 + time.Millisecond; time.Until(due) > d {
+		case d := <-me.soon:
+			// Another Client's waiter was handed the key, or has a turn
+			// because waiters before it missed theirs: it may be gone, so
+			// try when that would show (see queue.turn), unless told sooner.
+			if time.Until(due) > d {
 				due = time.Now().Add(d)
 				retry.Reset(d)
 			}
@@ -177,9 +177,11 @@ func (w *waiters) released(rk redisKeys, next handOff) {
 }
 
 // turn wakes the waiter the key was handed to (next.token set) or given
-// the turn, if it is this process's; when it is another Client's (a turn
-// announced to every Client), the first waiter here learns it should try
-// when the turn opens. Called with waiters.mu held.
+// the turn, if it is this process's. When it is another Client's, the
+// first waiter here learns when to try in case that waiter is gone: just
+// after the claim window for a hand-off (told to this Client as the
+// watcher of the queue), when the turn opens to any queued waiter for a
+// turn (told to every Client). Called with waiters.mu held.
 func (q *queue) turn(next handOff) {
 	for _, wt := range q.list {
 		if wt.owner == next.owner {
@@ -191,7 +193,14 @@ func (q *queue) turn(next handOff) {
 		}
 	}
 	if len(q.list) > 0 {
-		signal(q.list[0].soon)
+		d := claimWindow/10 + time.Millisecond
+		if next.token != 0 {
+			d = claimWindow + time.Millisecond
+		}
+		select {
+		case q.list[0].soon <- d:
+		default:
+		}
 	}
 }
 
@@ -223,7 +232,7 @@ func (w *waiters) join(h *hold, subscribe bool) (*queue, *waiter, bool) {
 	if q == nil && !subscribe {
 		return nil, nil, false
 	}
-	me := &waiter{owner: h.owner, wake: make(chan struct{}, 1), soon: make(chan struct{}, 1)}
+	me := &waiter{owner: h.owner, wake: make(chan struct{}, 1), soon: make(chan time.Duration, 1)}
 	if q != nil {
 		if q.idle != nil {
 			q.idle.Stop()
