@@ -115,19 +115,16 @@ local function tell(publish, o, msg)
 end
 
 -- watcher returns a waiter to tell of a hand-off to o, so that it checks
--- after the claim window that o took the lock: the first waiter behind o,
--- among the next 16, whose Client is not o's (if o's process died, so did
--- its other waiters), else the last waiter if it is another Client's.
+-- after the claim window that o took the lock: the waiter right behind o,
+-- or else the last one, if it is another Client's (if o's process died,
+-- so did its other waiters). Two look-ups, whatever the queue's length.
 local function watcher(o)
   local c = client_of(o)
-  for _, w in ipairs(redis.call('LRANGE', KEYS[2], 1, 16)) do
-    if client_of(w) ~= c then
+  for _, i in ipairs({1, -1}) do
+    local w = redis.call('LINDEX', KEYS[2], i)
+    if w and client_of(w) ~= c then
       return w
     end
-  end
-  local last = redis.call('LINDEX', KEYS[2], -1)
-  if last and client_of(last) ~= c then
-    return last
   end
   return nil
 end
