@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"strings"
@@ -86,7 +85,10 @@ func TestModesCountOneRoundTripPerNodeAndCall(t *testing.T) {
 		redisServer: "redis-server",
 	}}
 	// A lock or unlock is one script on each master the key is written to:
-	// one of the cluster's, every one of a quorum.
+	// one of the cluster's, every one of a quorum. A quorum call returns at
+	// the majority's answer, so the last node's connection may still be
+	// busy when the next call comes: now and then a new connection is
+	// dialled (its handshake counts), up to 3% more.
 	want := map[string]float64{
 		lockModes[0].name: 2,
 		lockModes[1].name: 2,
@@ -102,7 +104,7 @@ func TestModesCountOneRoundTripPerNodeAndCall(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", m.name, err)
 		}
-		if got := f[colRoundTrips]; math.Abs(got-want[m.name]) > 0.05 {
+		if got := f[colRoundTrips]; got < want[m.name]-0.05 || got > want[m.name]*1.03 {
 			t.Errorf("%s: %.2f round trips/pair, want %.0f", m.name, got, want[m.name])
 		}
 		if f[colPairsPerSec] <= 0 || f["lock50"] <= 0 || f["unlock99"] < f["unlock50"] {
