@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,7 +48,7 @@ type Client struct {
 	closeOnce sync.Once
 	closed    chan struct{} // closed when Close returns
 	closeBy   time.Time     // when Close returns at the latest; set before life ends
-	tasks     tasks         // the Client's goroutines
+	tasks     *tasks        // the Client's goroutines
 	wd        *watchdog
 	wt        *waiters
 	jan       *janitor
@@ -118,6 +119,7 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 		c.claim = claimWindow.Milliseconds()
 	}
 	c.claimArg = c.claim
+	c.tasks = newTasks()
 	c.life, c.stop = context.WithCancel(context.Background())
 	c.closed = make(chan struct{})
 	c.wd = newWatchdog(c)
@@ -394,4 +396,9 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 
 func (c *Client) newOwner() string {
 	return c.id + ":" + strconv.FormatUint(c.seq.Add(1), 10)
+}
+
+// ownedBy reports whether owner o is one of c's ("<client id>:<seq>").
+func (c *Client) ownedBy(o string) bool {
+	return len(o) > len(c.id) && o[len(c.id)] == ':' && strings.HasPrefix(o, c.id)
 }

@@ -135,20 +135,15 @@ type tasks struct {
 	wg     sync.WaitGroup
 	work   chan func()   // unbuffered: taken by a goroutine waiting for work
 	stop   chan struct{} // closed by close: waiting goroutines end
-	once   sync.Once
 }
 
-func (t *tasks) init() {
-	t.once.Do(func() {
-		t.work = make(chan func())
-		t.stop = make(chan struct{})
-	})
+func newTasks() *tasks {
+	return &tasks{work: make(chan func()), stop: make(chan struct{})}
 }
 
 // run runs f in a goroutine and reports true, or reports false once the
 // Client is closed.
 func (t *tasks) run(f func()) bool {
-	t.init()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -203,7 +198,6 @@ func (t *tasks) loop(f func()) {
 // reports whether they all ended. One still waiting for a Redis that does
 // not answer ends when the Redis client gives up.
 func (t *tasks) close(limit time.Duration) bool {
-	t.init()
 	t.mu.Lock()
 	if !t.closed {
 		t.closed = true

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -426,7 +425,7 @@ func (h *hold) releaseVotes(ctx context.Context, n int) votes {
 		r, err := nd.release(ctx, h, n)
 		if err == nil && r.ok && n == 0 && len(c.nodes) == 1 {
 			c.wt.released(h.rk, r.next)
-			if r.next.owner != "" && !strings.HasPrefix(r.next.owner, c.id+":") {
+			if r.next.owner != "" && !c.ownedBy(r.next.owner) {
 				c.wt.checkLater(h)
 			}
 		}

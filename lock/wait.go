@@ -320,7 +320,7 @@ func (w *waiters) dispatch(msg any) {
 		switch {
 		case named:
 			q.turn(parseTurn(rest))
-		case !strings.HasPrefix(from, w.c.id+":") && len(q.list) > 0:
+		case !w.c.ownedBy(from) && len(q.list) > 0:
 			signal(q.list[0].wake)
 		}
 	case *redis.Subscription:
