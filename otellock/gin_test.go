@@ -69,9 +69,9 @@ func TestGinRequest(t *testing.T) {
 		t.Fatalf("%d lock.acquire spans, want 2", len(acquires))
 	}
 	childOf(t, acquires[0], paid.SpanContext())
-	wantAttrs(t, acquires[0], aName.String("orders"), aAcquireOutcome.String("acquired"))
+	wantAttrs(t, acquires[0], aName.String("orders:{id}"), aAcquireOutcome.String("acquired")) // the template
 	childOf(t, acquires[1], busy.SpanContext())
-	wantAttrs(t, acquires[1], aName.String("orders"), aAcquireOutcome.String("busy"))
+	wantAttrs(t, acquires[1], aName.String("orders:{id}"), aAcquireOutcome.String("busy"))
 	if acquires[1].Status().Code == codes.Error {
 		t.Errorf("busy acquisition has status %v", acquires[1].Status())
 	}
