@@ -143,7 +143,7 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	var token uint64
 	var heldFor []time.Duration
 	var redisAt int64
-	var position int // in the wait queue
+	var position int
 	taken := false    // some node may have given us the key
 	reserved := false // the key was free but kept for a queued waiter
 	for _, r := range rs {
