@@ -20,7 +20,10 @@ func WithName(name string) LockOption {
 // WithInternal marks a lock that an integration takes for its own
 // bookkeeping rather than to protect the caller's work, such as the tick
 // markers of package cronlock. Observers are told ([Acquire.Internal]):
-// package otellock records its metrics but, unless asked to, no spans.
+// package otellock records its metrics but, unless asked to, no spans,
+// and marks its contexts, the lock context included, so that work under
+// them starts no trace. Do not use it for locks whose critical section
+// should be traced.
 func WithInternal() LockOption {
 	return func(c *lockConfig) { c.internal = true }
 }

@@ -84,8 +84,8 @@ func (o Outcome) String() string {
 }
 
 // Acquire describes one acquisition attempt. The fields after Internal
-// are set only in [Observer.AcquireEnded], except Position, also set in
-// [Observer.AcquireWaiting].
+// are set only in [Observer.AcquireEnded], except Waited and Position,
+// also set in [Observer.AcquireWaiting].
 type Acquire struct {
 	Key string
 	// Name is the lock's name for telemetry, given with [WithName]; empty
