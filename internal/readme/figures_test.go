@@ -1,9 +1,14 @@
 package readme_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/metric"
@@ -60,6 +65,39 @@ func TestMetricsListedAreTheInstruments(t *testing.T) {
 	slices.Sort(tabled)
 	if !slices.Equal(tabled, created) {
 		t.Errorf("docs/observability.md's table has metrics %v, otellock creates %v", tabled, created)
+	}
+}
+
+// TestAttributesAreDocumented: every attribute key otellock declares is
+// described in docs/observability.md.
+func TestAttributesAreDocumented(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "../../otellock/attributes.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) != 1 {
+			return true
+		}
+		if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || sel.Sel.Name != "Key" {
+			return true
+		}
+		if lit, ok := call.Args[0].(*ast.BasicLit); ok {
+			key, _ := strconv.Unquote(lit.Value)
+			keys = append(keys, key)
+		}
+		return true
+	})
+	if len(keys) < 5 {
+		t.Fatalf("found only %v in otellock/attributes.go", keys)
+	}
+	doc := read(t, "../../docs/observability.md")
+	for _, k := range append(keys, "error.type") {
+		if !strings.Contains(doc, "`"+k+"`") {
+			t.Errorf("docs/observability.md does not describe attribute %s", k)
+		}
 	}
 }
 
