@@ -135,7 +135,11 @@ type releases struct {
 	causes map[string][]error
 }
 
+func (o *releases) Background(ctx context.Context) context.Context { return ctx }
+
 func (o *releases) AcquireStarted(ctx context.Context, _ lock.Acquire) context.Context { return ctx }
+
+func (o *releases) AcquireWaiting(context.Context, lock.Acquire) {}
 
 func (o *releases) AcquireEnded(_ context.Context, _ lock.Acquire, held context.Context) context.Context {
 	return held

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -97,8 +98,10 @@ func WithFailureHandler(fn func(c *gin.Context, err error)) Option {
 // WithLockOptions passes opts to every acquisition, such as
 // [lock.WithLease] or [lock.WithFixedLease]. The middleware adds
 // [lock.WithHoldUntilUnlock] and a [lock.WithMaxWait] of its own (from
-// [WithWait] or [WithAcquireTimeout]). Default: none, so the
-// [lock.Client]'s defaults hold.
+// [WithWait] or [WithAcquireTimeout]), and names the lock for telemetry
+// after the key template with [lock.WithName] ("orders:{id}"), which a
+// WithName in opts replaces. Default: none, so the [lock.Client]'s
+// defaults hold.
 func WithLockOptions(opts ...lock.LockOption) Option {
 	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
 }
@@ -144,6 +147,11 @@ func newConfig(t *template, opts []Option) (config, error) {
 	}
 	// Held until the handler chain returns, whatever the client does.
 	cfg.lockOpts = append(slices.Clip(cfg.lockOpts), lock.WithHoldUntilUnlock(), lock.WithMaxWait(limit))
+	if len(t.text) <= lock.MaxNameLen && utf8.ValidString(t.text) {
+		// The route's lock in telemetry is its template, as http.route is
+		// the route and not the path; WithLockOptions may name it otherwise.
+		cfg.lockOpts = append([]lock.LockOption{lock.WithName(t.text)}, cfg.lockOpts...)
+	}
 	if s := cfg.conflictStatus; s < 400 || s > 599 || http.StatusText(s) == "" {
 		return cfg, fmt.Errorf("WithConflictStatus(%d): want a known 4xx or 5xx status", s)
 	}

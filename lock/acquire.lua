@@ -21,7 +21,8 @@
 -- Returns {count, token} on success; {0, ms until it is worth trying
 -- again} when another owner holds the lock, {-2, ms} when the lock is free
 -- but kept for the waiter whose turn it is, both with Redis's time in ms
--- as a third element when the caller waits; {-1, 0} when the owner's hold
+-- and the caller's place in the queue (1 first; 0 when it was queued
+-- already) as third and fourth elements when the caller waits; {-1, 0} when the owner's hold
 -- is gone (lost).
 local n = tonumber(ARGV[3])
 local claim = tonumber(ARGV[4])
@@ -47,8 +48,8 @@ if tonumber(h[2] or '0') > 0 then
   local pttl = redis.call('PTTL', KEYS[1])
   if waits then
     local now = now_ms()
-    enqueue(ARGV[1], now + math.max(pttl, 1000) + claim, now, h[4])
-    return {0, pttl, now}
+    local pos = enqueue(ARGV[1], now + math.max(pttl, 1000) + claim, now, h[4])
+    return {0, pttl, now, pos}
   end
   return {0, pttl}
 end
@@ -91,8 +92,8 @@ if queued then
       back = from - now -- come back when the turn opens
     end
     if waits then
-      enqueue(ARGV[1], d + claim, now, true)
-      return {-2, back, now}
+      local pos = enqueue(ARGV[1], d + claim, now, true)
+      return {-2, back, now, pos}
     end
     return {-2, back}
   end

@@ -120,7 +120,7 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 	}
 	c.claimArg = c.claim
 	c.tasks = newTasks()
-	c.life, c.stop = context.WithCancel(context.Background())
+	c.life, c.stop = context.WithCancel(cfg.background())
 	c.closed = make(chan struct{})
 	c.wd = newWatchdog(c)
 	c.wt = newWaiters(c)
@@ -183,7 +183,7 @@ func (c *Client) releaseAll(holds []*hold, deadline time.Time) {
 	if len(holds) == 0 {
 		return
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(c.life), deadline)
 	defer cancel()
 	fanOut(c, ctx, 0, func(ctx context.Context, nd *node) (struct{}, error) {
 		nd.releaseAll(ctx, holds)
@@ -253,12 +253,13 @@ type call struct {
 
 func (c *Client) acquire(ctx context.Context, key string, try bool, opts []LockOption) (context.Context, UnlockFunc, error) {
 	outer := findLevel(ctx, c, key)
-	cl := &call{ctx: ctx, rctx: ctx, start: time.Now(), a: Acquire{Key: key, Try: try, Reentrant: outer != nil}}
+	lc, optErr := c.cfg.lockConfig(opts) // first: observers get the name
+	cl := &call{ctx: ctx, rctx: ctx, start: time.Now(), a: Acquire{Key: key, Name: lc.name, Try: try, Reentrant: outer != nil, Internal: lc.internal}}
 	obs := c.cfg.observer
 	if obs != nil {
 		cl.rctx = obs.AcquireStarted(ctx, cl.a)
 	}
-	lvl, err := c.obtain(cl, opts, outer)
+	lvl, err := c.obtain(cl, lc, optErr, outer)
 	if err != nil {
 		if obs != nil {
 			cl.a.Wait, cl.a.Err, cl.a.Outcome = time.Since(cl.start), err, outcomeOf(err)
@@ -285,13 +286,12 @@ func outcomeOf(err error) Outcome {
 }
 
 // obtain validates the call, then re-enters outer or takes the key afresh.
-func (c *Client) obtain(cl *call, opts []LockOption, outer *level) (*level, error) {
+func (c *Client) obtain(cl *call, lc lockConfig, optErr error, outer *level) (*level, error) {
 	if err := checkKey(cl.a.Key); err != nil {
 		return nil, err
 	}
-	lc, err := c.cfg.lockConfig(opts)
-	if err != nil {
-		return nil, err
+	if optErr != nil {
+		return nil, optErr
 	}
 	if c.isClosed() {
 		return nil, ErrClosed
@@ -373,6 +373,7 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 		if q == nil {
 			q, me, confirmed = c.wt.join(h, true)
 		}
+		c.reportWaiting(cl, res.position)
 		res, err = c.wt.wait(ctx, h, q, me, confirmed, res)
 	}
 	if !res.ok && (!cl.a.Try || h.mayHold) {

@@ -53,6 +53,7 @@ type hold struct {
 	mu         sync.Mutex    // guards what follows; never held over a Redis call
 	levels     []*level      // live levels, outermost first
 	end        error         // nil while held; then errDone, ErrLost or ErrClosed
+	loss       Loss          // why, when end is ErrLost
 	validUntil time.Time
 	timer      *time.Timer // ends the hold with ErrLost at validUntil
 }
@@ -80,6 +81,7 @@ type attemptResult struct {
 	ttl       time.Duration // ok: the TTL Redis set, the lease or the claim window of a hand-off
 	redisAt   int64         // !ok, queued: Redis's time (ms) when it ran the attempt; 0 if unknown
 	handed    bool          // ok by a hand-off the holder has yet to confirm
+	position  int           // !ok, queued: place in the wait queue when it joined it, 1 first
 }
 
 func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hold {
@@ -141,6 +143,7 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	var token uint64
 	var heldFor []time.Duration
 	var redisAt int64
+	var position int
 	taken := false    // some node may have given us the key
 	reserved := false // the key was free but kept for a queued waiter
 	for _, r := range rs {
@@ -155,8 +158,8 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 		default:
 			reserved = reserved || r.val[0] == -2
 			heldFor = append(heldFor, time.Duration(r.val[1])*time.Millisecond)
-			if len(r.val) == 3 {
-				redisAt = r.val[2]
+			if len(r.val) == 4 {
+				redisAt, position = r.val[2], int(r.val[3])
 			}
 		}
 	}
@@ -175,7 +178,7 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	if len(v.errs) > 0 && len(heldFor)+v.yes < c.quorum {
 		return attemptResult{}, fmt.Errorf("lock: acquire %q: %w", h.key, c.failure(v))
 	}
-	return attemptResult{remaining: c.retryDelay(heldFor, c.cfg.nodeTimeoutFor(h.lease)), reserved: reserved, sent: sent, redisAt: redisAt}, nil
+	return attemptResult{remaining: c.retryDelay(heldFor, c.cfg.nodeTimeoutFor(h.lease)), reserved: reserved, sent: sent, redisAt: redisAt, position: position}, nil
 }
 
 // handedOff turns a hand-off of the key to h's owner into a successful
@@ -274,7 +277,7 @@ func (h *hold) enter(ctx context.Context, cl *call, via *level) (*level, error) 
 	defer h.mu.Unlock()
 	switch {
 	case c.lost(v):
-		h.endLocked(ErrLost)
+		h.loseLocked(LossKeyGone)
 		return nil, ErrLost
 	case !c.won(v):
 		return nil, fmt.Errorf("lock: re-enter %q: %w", h.key, c.failure(v))
@@ -288,7 +291,7 @@ func (h *hold) enter(ctx context.Context, cl *call, via *level) (*level, error) 
 // out, in case the timer that does so has not fired yet.
 func (h *hold) checkValidityLocked() {
 	if h.end == nil && !time.Now().Before(h.validUntil) {
-		h.endLocked(ErrLost)
+		h.loseLocked(LossNotRenewed)
 	}
 }
 
@@ -353,7 +356,7 @@ func (l *level) unlock() error {
 	}
 	h.mu.Lock()
 	if err == ErrLost {
-		h.endLocked(ErrLost) // for the levels still held
+		h.loseLocked(LossKeyGone) // for the levels still held
 	}
 	if !reported {
 		for _, x := range ended {
@@ -546,7 +549,7 @@ func (h *hold) expire() {
 		h.timer.Reset(d) // a renewal raced the timer
 		return
 	}
-	h.endLocked(ErrLost)
+	h.loseLocked(LossNotRenewed)
 }
 
 // renewed records a watchdog renewal sent at sent: alive tells whether
@@ -558,7 +561,7 @@ func (h *hold) renewed(sent time.Time, alive bool) (lost bool) {
 		return false
 	}
 	if !alive {
-		h.endLocked(ErrLost)
+		h.loseLocked(LossKeyGone)
 		return true
 	}
 	h.handed.Store(false)
@@ -573,7 +576,7 @@ func (h *hold) renewed(sent time.Time, alive bool) (lost bool) {
 
 func (c *Client) reportRelease(l *level, cause error) {
 	if o := c.cfg.observer; o != nil {
-		o.Released(l.ctx, Release{Key: l.h.key, Reentrant: l.reentrant, Held: time.Since(l.start), Cause: cause})
+		o.Released(l.ctx, Release{Key: l.h.key, Reentrant: l.reentrant, Held: time.Since(l.start), Cause: cause, Loss: l.h.lossOf(cause)})
 	}
 }
 

@@ -130,7 +130,7 @@ func (j *janitor) stop() {
 // cleanupTimeout and the Redis client's own timeouts; if it fails, a key
 // the owner may hold lapses with its lease.
 func cleanOnce(h *hold, mayHold bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.c.life), cleanupTimeout)
 	defer cancel()
 	h.clean(ctx, mayHold)
 }
@@ -155,7 +155,7 @@ func (j *janitor) sweep() bool {
 		if j.c.isClosed() {
 			deadline = j.c.closeBy
 		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(j.c.life), deadline)
 		ok := h.clean(ctx, mayHold)
 		cancel()
 		if !ok {

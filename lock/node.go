@@ -139,7 +139,7 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64
 		w = 1
 	}
 	v, err := nd.run(ctx, acquireScript, h.rk.scriptArgs(h.ownerArg, h.leaseArg, n, h.c.claimArg, w, nd.publish)).Int64Slice()
-	if err == nil && len(v) != 2 && len(v) != 3 {
+	if err == nil && (len(v) < 2 || len(v) > 4) {
 		err = fmt.Errorf("unexpected reply %v", v)
 	}
 	return v, err

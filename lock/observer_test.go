@@ -14,11 +14,20 @@ import (
 type recorder struct {
 	mu       sync.Mutex
 	acquires []lock.Acquire
+	waiting  []lock.Acquire
 	releases []lock.Release
 	renewals []lock.Renewal
 }
 
+func (r *recorder) Background(ctx context.Context) context.Context { return ctx }
+
 func (r *recorder) AcquireStarted(ctx context.Context, a lock.Acquire) context.Context { return ctx }
+
+func (r *recorder) AcquireWaiting(ctx context.Context, a lock.Acquire) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waiting = append(r.waiting, a)
+}
 
 func (r *recorder) AcquireEnded(ctx context.Context, a lock.Acquire, held context.Context) context.Context {
 	r.mu.Lock()

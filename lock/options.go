@@ -143,6 +143,9 @@ type lockConfig struct {
 	maxWait     time.Duration // 0: wait until ctx is done
 	waitSet     bool
 	untilUnlock bool
+	name        string // WithName
+	nameSet     bool
+	internal    bool // WithInternal
 }
 
 // WithLease sets the lease of this lock: Redis keeps the key at most this
@@ -234,7 +237,7 @@ func (c *lockConfig) validate(drift time.Duration) error {
 	if c.waitSet && c.maxWait <= 0 {
 		return invalidf("wait limit %v must be positive", c.maxWait)
 	}
-	return nil
+	return c.checkName()
 }
 
 func checkKey(key string) error {

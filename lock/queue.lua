@@ -191,9 +191,11 @@ end
 -- with the given deadline, keeps both queue keys until the latest
 -- deadline, and flags the queue in the lock hash (flagged tells it is
 -- already), which lives at least as long as the queue when this creates it.
+-- It returns owner's place in the queue (1 first) when it adds it, else 0.
 local function enqueue(owner, deadline, now, flagged)
+  local pos = 0
   if redis.call('HSET', KEYS[3], owner, deadline) == 1 then
-    redis.call('RPUSH', KEYS[2], owner)
+    pos = redis.call('RPUSH', KEYS[2], owner)
   end
   local ttl = deadline - now
   if redis.call('PTTL', KEYS[3]) < ttl then
@@ -206,4 +208,5 @@ local function enqueue(owner, deadline, now, flagged)
       redis.call('PEXPIRE', KEYS[1], ttl)
     end
   end
+  return pos
 end

@@ -13,27 +13,56 @@ import (
 
 // acquireCtx carries one acquisition from AcquireStarted to AcquireEnded:
 // the caller's context with the lock.acquire span. It is made only when
-// something records the acquisition.
+// something records the acquisition, and found with Value, so that an
+// observer wrapping this one may derive contexts from it.
 type acquireCtx struct {
 	context.Context
-	span      trace.Span
-	recording bool // span records: lock.hold links to it
+	span      trace.Span // nil when the lock gets no spans
+	recording bool       // span records: lock.hold links to it
 	name      attribute.KeyValue
+	waitOpt   metric.AddOption // lock.waiting's attributes; nil when it was not incremented
 }
 
-// AcquireStarted starts the lock.acquire span as a child of ctx's span. It
-// implements [lock.Observer].
+type acquireKey struct{}
+
+func (ac *acquireCtx) Value(key any) any {
+	if key == (acquireKey{}) {
+		return ac
+	}
+	return ac.Context.Value(key)
+}
+
+// AcquireStarted starts the lock.acquire span as a child of ctx's span.
+// An internal lock ([lock.WithInternal]) gets none unless
+// [WithInternalSpans] was given, and its Redis commands start no trace
+// (see [Observer.Background]). It implements [lock.Observer].
 func (o *Observer) AcquireStarted(ctx context.Context, a lock.Acquire) context.Context {
-	ctx, span := o.tracer.Start(ctx, "lock.acquire")
-	recording := span.IsRecording()
-	if !recording && !o.m.acquireDuration.Enabled(ctx) && !o.m.acquireOutcomes.Enabled(ctx) {
+	var span trace.Span
+	if o.traced(a) {
+		ctx, span = o.tracer.Start(ctx, "lock.acquire")
+	} else {
+		ctx = o.untraced(ctx)
+	}
+	recording := span != nil && span.IsRecording()
+	if !recording && !o.m.acquireDuration.Enabled(ctx) && !o.m.acquireOutcomes.Enabled(ctx) && !o.m.waiting.Enabled(ctx) {
 		return ctx // a span that does not record needs no End
 	}
-	name := o.lockName(a.Key)
+	name := o.lockName(a)
 	if recording {
 		span.SetAttributes(append(o.spanAttrs(name, a), operation(a.Try))...)
 	}
 	return &acquireCtx{Context: ctx, span: span, recording: recording, name: name}
+}
+
+// AcquireWaiting counts the call in lock.waiting until it ends. It
+// implements [lock.Observer].
+func (o *Observer) AcquireWaiting(ctx context.Context, a lock.Acquire) {
+	ac, _ := ctx.Value(acquireKey{}).(*acquireCtx)
+	if ac == nil || ac.waitOpt != nil || !o.m.waiting.Enabled(ac) {
+		return
+	}
+	ac.waitOpt = metric.WithAttributeSet(attribute.NewSet(ac.name))
+	o.m.waiting.Add(ac, 1, ac.waitOpt)
 }
 
 // AcquireEnded ends the lock.acquire span and records the acquisition's
@@ -44,12 +73,17 @@ func (o *Observer) AcquireStarted(ctx context.Context, a lock.Acquire) context.C
 func (o *Observer) AcquireEnded(ctx context.Context, a lock.Acquire, held context.Context) context.Context {
 	var name attribute.KeyValue // computed when needed
 	var link *trace.Link
-	if ac, ok := ctx.(*acquireCtx); ok {
+	if ac, ok := ctx.Value(acquireKey{}).(*acquireCtx); ok {
 		name = ac.name
 		if ac.recording {
 			link = &trace.Link{SpanContext: ac.span.SpanContext()}
 		}
-		o.endAcquireSpan(ac.span, a)
+		if ac.span != nil {
+			o.endAcquireSpan(ac.span, a)
+		}
+		if ac.waitOpt != nil {
+			o.m.waiting.Add(ac, -1, ac.waitOpt)
+		}
 		o.recordAcquire(ac, a)
 	}
 	if held == nil {
@@ -66,7 +100,11 @@ func (o *Observer) endAcquireSpan(span trace.Span, a lock.Acquire) {
 	span.SetAttributes(
 		keyAcquireOutcome.String(a.Outcome.String()),
 		keyWaitTime.Float64(a.Wait.Seconds()),
+		keyWaited.Bool(a.Waited),
 	)
+	if a.Position > 0 {
+		span.SetAttributes(keyQueuePosition.Int(a.Position))
+	}
 	if a.Token != 0 {
 		span.SetAttributes(token(a.Token))
 	}

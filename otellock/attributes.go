@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
 
 	"github.com/lockkit/lockkit/lock"
 )
@@ -18,8 +19,11 @@ const (
 	keyAcquireOutcome = attribute.Key("lock.acquire.outcome")
 	keyWaitTime       = attribute.Key("lock.acquire.wait_time")
 	keyHoldOutcome    = attribute.Key("lock.hold.outcome")
+	keyWaited         = attribute.Key("lock.acquire.waited")
+	keyQueuePosition  = attribute.Key("lock.acquire.queue_position")
+	keyLossReason     = attribute.Key("lock.lost.reason")
 	keyRenewalOutcome = attribute.Key("lock.renewal.outcome")
-	keyErrorType      = attribute.Key("error.type")
+	keyErrorType      = semconv.ErrorTypeKey
 )
 
 // Values of lock.hold.outcome.

@@ -14,10 +14,12 @@ import (
 
 // TestCronRun: a job run by cronlock. The run starts with no span, so its
 // lock.hold span is the root of the run's trace and the job's spans are its
-// children.
+// children. The tick marker, cronlock's bookkeeping, makes no trace, not
+// even through a tracing Redis client.
 func TestCronRun(t *testing.T) {
 	_, rdb := newMini(t)
 	tel := newTelemetry(t)
+	traceRedis(tel, rdb)
 	locker := tel.locker(t, rdb)
 
 	ran := make(chan struct{}, 1)
@@ -44,8 +46,8 @@ func TestCronRun(t *testing.T) {
 
 	runs := map[trace.SpanID]bool{} // lock.hold spans of the run lock
 	for _, hold := range tel.ended("lock.hold") {
-		if attr(t, hold, aName).AsString() != "cronlock:run:report" {
-			continue // the tick marker's
+		if name := attr(t, hold, aName).AsString(); name != "cronlock:run:report" {
+			t.Errorf("lock.hold of %s, want only the run lock's", name)
 		}
 		runs[hold.SpanContext().SpanID()] = true
 		if hold.Parent().IsValid() {
@@ -63,5 +65,17 @@ func TestCronRun(t *testing.T) {
 		if !runs[j.Parent().SpanID()] {
 			t.Errorf("job span's parent %v is not a run's lock.hold", j.Parent().SpanID())
 		}
+	}
+	for _, r := range roots(tel) {
+		if r.Name() == "redis time" {
+			continue // the Scheduler's clock check at Start (then every 30 s): not a lock
+		}
+		if (r.Name() != "lock.acquire" && r.Name() != "lock.hold") || attr(t, r, aName).AsString() != "cronlock:run:report" {
+			t.Errorf("root span %s %v, want only the run lock's lock.acquire and lock.hold", r.Name(), r.Attributes())
+		}
+	}
+	// The markers are metrics.
+	if n, _ := tel.collect(t).total(t, "lock.acquire.outcomes", aName.String("cronlock:tick:report")); n < 1 {
+		t.Errorf("lock.acquire.outcomes of the tick marker = %d, want at least 1", n)
 	}
 }

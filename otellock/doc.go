@@ -1,7 +1,8 @@
 // Package otellock records OpenTelemetry spans and metrics of the locks a
-// [lock.Client] takes: how long each caller waited, with what outcome,
-// whether it re-entered, which fencing token it got, how long it held the
-// lock, and whether a lease was lost.
+// [lock.Client] takes: how long each caller waited, with what outcome and
+// at what place in the queue, whether it re-entered, which fencing token
+// it got, how long it held the lock, and whether and why a lease was
+// lost.
 //
 // An [Observer] is a [lock.Observer]; attach it when creating the Client.
 // Everything that takes a [lock.Locker], such as packages ginlock and
@@ -14,33 +15,44 @@
 // # Spans
 //
 // Every Lock and TryLock call gets a lock.acquire span, a child of the
-// span in the caller's context, that ends when the call returns. When the
-// lock is obtained, a lock.hold span starts, also a child of the caller's
-// span, and is put in the returned lock context: spans of the critical
-// section become its children. It ends at unlock, or when the lease is lost
-// or the Client closed; those add the event lock.lost or lock.closed and
-// the span's status is Error. A TryLock that finds the key held, a Lock
-// whose wait limit passed and a cancelled wait are outcomes
+// span in the caller's context, that ends when the call returns; the
+// call's Redis commands run under it. When the lock is obtained, a
+// lock.hold span starts, also a child of the caller's span, and is put in
+// the returned lock context: spans of the critical section become its
+// children. It ends at unlock, or when the lease is lost (the event
+// lock.lost with its reason, status Error) or the Client closed (the
+// event lock.closed, no failure). A TryLock that finds the key held, a
+// Lock whose wait limit passed and a cancelled wait are outcomes
 // (lock.acquire.outcome), not errors; a Redis failure, a bad argument or a
 // closed Client is an error, with the attribute error.type.
 //
 // A lock taken with a context without a span, as a cron job does, makes the
 // lock.hold span the root of a trace; it links to its lock.acquire span.
 //
+// Renewals and the Client's other background work make no spans, and
+// their Redis commands start no trace in a tracing Redis client (see
+// [Observer.Background]); locks that integrations take for their own
+// bookkeeping ([lock.WithInternal], such as cronlock's tick markers) get
+// metrics but no spans unless [WithInternalSpans] is given.
+//
 // # Metrics
 //
 // Durations are histograms in seconds with bucket boundaries from 100 µs
-// to 10 min: lock.acquire.duration and lock.hold.duration. lock.held counts
-// hold levels held now, lock.acquire.outcomes counts calls by outcome,
-// lock.lost counts lost leases and lock.renewals the watchdog's renewals by
-// outcome.
+// to 10 min: lock.acquire.duration, lock.hold.duration and
+// lock.renewal.duration. lock.held counts hold levels held now,
+// lock.waiting the Lock calls waiting their turn now, lock.acquire.outcomes
+// counts calls by outcome, lock.lost lost leases by reason and
+// lock.renewals the watchdog's renewals by outcome.
 //
 // # Lock names
 //
-// Metrics must have few distinct attribute values, so they carry lock.name,
-// derived from the key by [DefaultLockName] ("orders:42" → "orders") or by
-// the function given to [WithLockName], never the raw key. [WithRawKey]
-// adds the key to spans.
+// Metrics must have few distinct attribute values, so they carry
+// lock.name, never the raw key: the name given with [lock.WithName]
+// (ginlock gives its key template, cronlock the job's keys), else the
+// one the function given to [WithLockName] or by default [DefaultLockName]
+// derives from the key ("orders:42" → "orders"). An Observer records at
+// most [DefaultMaxLockNames] distinct names ([WithMaxLockNames]), then
+// "_OTHER". [WithRawKey] adds the key to spans.
 //
 // docs/observability.md in the repository lists every span, attribute,
 // event and metric.
@@ -50,6 +62,7 @@
 // The Observer adds no Redis command. It builds spans' attributes only when
 // they record and metrics' attributes only when an instrument is enabled,
 // and keeps no state for a lock that nothing records: with no-op providers
-// it allocates nothing of its own, and a Lock with its unlock costs it about
-// 0.2 µs, most of it in the tracer's Start (see BenchmarkObserver).
+// it allocates nothing of its own, and a Lock with its unlock costs it
+// about 0.2 µs, most of it in the tracer's Start (see BenchmarkObserver
+// and docs/observability.md).
 package otellock

@@ -4,8 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"reflect"
 	"slices"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/lock"
 )
@@ -29,22 +35,55 @@ var namedErrors = []struct {
 	{lock.ErrInvalid, "lock.ErrInvalid"},
 	{lock.ErrClosed, "lock.ErrClosed"},
 	{lock.ErrLost, "lock.ErrLost"},
+	{lock.ErrOutOfMemory, "OOM"}, // as Redis's own error reply
+	{lock.ErrReplicaAck, "lock.ErrReplicaAck"},
 	{context.Canceled, "context.Canceled"},
 	{context.DeadlineExceeded, "context.DeadlineExceeded"},
+	{redis.ErrClosed, "redis.ErrClosed"},
+	{redis.ErrPoolTimeout, "redis.ErrPoolTimeout"},
+	{redis.ErrPoolExhausted, "redis.ErrPoolExhausted"},
+	{io.EOF, "io.EOF"}, // Redis closed the connection
+	{io.ErrUnexpectedEOF, "io.ErrUnexpectedEOF"},
+	{os.ErrDeadlineExceeded, "timeout"}, // a read or write deadline of a connection
+	{syscall.ECONNREFUSED, "connection_refused"},
+	{syscall.ECONNRESET, "connection_reset"},
+	{syscall.EPIPE, "broken_pipe"},
+	{syscall.EHOSTUNREACH, "host_unreachable"},
+	{syscall.ENETUNREACH, "network_unreachable"},
 }
 
+// maxRedisCode is the longest error code of a Redis error reply that is
+// its error.type.
+const maxRedisCode = 24
+
 // errorType returns the low-cardinality error.type of err: the name of a
-// lockkit or context sentinel it matches; else the Go type of the first
-// error in its chain that is not made by fmt.Errorf or errors.Join (of a
-// join, the first error is followed), such as "*net.OpError" or
-// "proto.RedisError"; "_OTHER" when that is a plain text error.
+// lockkit, context, go-redis or io sentinel it matches ("lock.ErrClosed",
+// "redis.ErrPoolTimeout", "io.EOF"); "timeout" for a network timeout;
+// "connection_refused", "connection_reset", "broken_pipe",
+// "host_unreachable" or "network_unreachable" for those system errors;
+// the error code of a Redis error reply, as the semantic conventions of
+// databases have it ("OOM", "READONLY", "NOSCRIPT", "ERR"); else the Go
+// type of the first error in its chain that is not made by fmt.Errorf or
+// errors.Join (of a join, the first error is followed), such as
+// "*net.DNSError"; "_OTHER" when that is a plain text error.
 func errorType(err error) string {
 	for _, n := range namedErrors {
 		if errors.Is(err, n.err) {
 			return n.name
 		}
 	}
-	if t := reflect.TypeOf(unwrap(err, wrapTypes)); t != textType {
+	first := unwrap(err, wrapTypes)
+	var ne net.Error
+	if errors.As(first, &ne) && ne.Timeout() {
+		return "timeout"
+	}
+	var re redis.Error
+	if errors.As(first, &re) {
+		if code := redisCode(re.Error()); code != "" {
+			return code
+		}
+	}
+	if t := reflect.TypeOf(first); t != textType {
 		return t.String()
 	}
 	return otherName
@@ -82,4 +121,20 @@ func unwrap(err error, types []reflect.Type) error {
 		err = next
 	}
 	return err
+}
+
+// redisCode returns the error code that starts the message of a Redis
+// error reply, such as "OOM" or "READONLY", or "" when it does not start
+// with one: 1 to maxRedisCode upper-case letters followed by a space or
+// the end.
+func redisCode(msg string) string {
+	for i := 0; i <= len(msg) && i <= maxRedisCode; i++ {
+		if i == len(msg) || msg[i] == ' ' {
+			return msg[:i]
+		}
+		if msg[i] < 'A' || msg[i] > 'Z' {
+			return ""
+		}
+	}
+	return ""
 }

@@ -34,7 +34,8 @@ func Example() {
 	defer locker.Close()
 
 	ctx, request := tp.Tracer("shop").Start(context.Background(), "POST /orders/:id/pay")
-	lctx, unlock, err := locker.Lock(ctx, "orders:42")
+	// The lock's name in telemetry: its kind, not the order's number.
+	lctx, unlock, err := locker.Lock(ctx, "orders:42", lock.WithName("orders:{id}"))
 	if err != nil {
 		panic(err)
 	}
@@ -53,28 +54,27 @@ func Example() {
 		fmt.Println(strings.Join(append([]string{s.Name()}, attrs...), " "))
 	}
 	// Output:
-	// lock.acquire lock.name=orders lock.reentrant=false lock.operation=lock lock.acquire.outcome=acquired
+	// lock.acquire lock.name=orders:{id} lock.reentrant=false lock.operation=lock lock.acquire.outcome=acquired lock.acquire.waited=false
 	// charge card
-	// lock.hold lock.name=orders lock.reentrant=false lock.hold.outcome=released
+	// lock.hold lock.name=orders:{id} lock.reentrant=false lock.hold.outcome=released
 	// POST /orders/:id/pay
 }
 
 func ExampleDefaultLockName() {
-	for _, key := range []string{"orders:42", "orders:42:items", "cron:nightly-report:1700000000", "billing", "9f86d081"} {
+	for _, key := range []string{"orders:42", "users:alice:cart", "cron:nightly-report:1700000000", "billing", "9f86d081"} {
 		fmt.Printf("%-31s → %s\n", key, otellock.DefaultLockName(key))
 	}
 	// Output:
 	// orders:42                       → orders
-	// orders:42:items                 → orders
-	// cron:nightly-report:1700000000  → cron:nightly-report
+	// users:alice:cart                → users
+	// cron:nightly-report:1700000000  → cron
 	// billing                         → billing
 	// 9f86d081                        → _OTHER
 }
 
 func ExampleWithLockName() {
 	// Keys "tenants:<tenant>:<resource>:<id>": name locks by resource,
-	// whatever the tenant; tenant names have no digits, so the default
-	// would make a name per tenant.
+	// whatever the tenant; the default would name them all "tenants".
 	byResource := func(key string) string {
 		if rest, ok := strings.CutPrefix(key, "tenants:"); ok {
 			_, key, _ = strings.Cut(rest, ":")

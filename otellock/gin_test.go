@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/lock"
 )
 
 // TestGinRequest: a route locked by ginlock under otelgin. The lock's spans
@@ -69,9 +70,9 @@ func TestGinRequest(t *testing.T) {
 		t.Fatalf("%d lock.acquire spans, want 2", len(acquires))
 	}
 	childOf(t, acquires[0], paid.SpanContext())
-	wantAttrs(t, acquires[0], aName.String("orders"), aAcquireOutcome.String("acquired"))
+	wantAttrs(t, acquires[0], aName.String("orders:{id}"), aAcquireOutcome.String("acquired")) // the template
 	childOf(t, acquires[1], busy.SpanContext())
-	wantAttrs(t, acquires[1], aName.String("orders"), aAcquireOutcome.String("busy"))
+	wantAttrs(t, acquires[1], aName.String("orders:{id}"), aAcquireOutcome.String("busy"))
 	if acquires[1].Status().Code == codes.Error {
 		t.Errorf("busy acquisition has status %v", acquires[1].Status())
 	}
@@ -81,5 +82,32 @@ func TestGinRequest(t *testing.T) {
 	childOf(t, tel.only(t, "charge card"), hold.SpanContext())
 	if !hold.EndTime().After(tel.only(t, "charge card").EndTime()) || hold.EndTime().After(paid.EndTime()) {
 		t.Errorf("lock.hold ended at %v, want between the handler's work and the request's end", hold.EndTime())
+	}
+}
+
+// TestGinLockName: ginlock names a route's lock after its key template,
+// and a lock.WithName among its lock options names it otherwise.
+func TestGinLockName(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	_, rdb := newMini(t)
+	tel := newTelemetry(t)
+	locker := tel.locker(t, rdb)
+	r := gin.New()
+	ok := func(c *gin.Context) { c.Status(http.StatusNoContent) }
+	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), ok)
+	r.POST("/orders/:id/ship", ginlock.New(locker, "ship:{id}", ginlock.WithLockOptions(lock.WithName("shipping"))), ok)
+	for _, path := range []string{"/orders/42/pay", "/orders/42/ship"} {
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, nil))
+		if w.Code != http.StatusNoContent {
+			t.Fatalf("%s: %d", path, w.Code)
+		}
+	}
+	var names []string
+	for _, s := range tel.ended("lock.hold") {
+		names = append(names, attr(t, s, aName).AsString())
+	}
+	if len(names) != 2 || names[0] != "orders:{id}" || names[1] != "shipping" {
+		t.Errorf("lock.hold names %q, want [orders:{id} shipping]", names)
 	}
 }

@@ -12,12 +12,22 @@ import (
 
 // holdCtx is the context of one hold level as the caller gets it: the lock
 // context with the lock.hold span, and what Released needs. It is made
-// only when something records the hold.
+// only when something records the hold, and found with Value, so that an
+// observer wrapping this one may derive contexts from it.
 type holdCtx struct {
 	context.Context
-	span    trace.Span
+	span    trace.Span // nil when the lock gets no spans
 	name    attribute.KeyValue
 	heldOpt metric.AddOption // lock.held's attributes; nil when it was not incremented
+}
+
+type holdKey struct{}
+
+func (hc *holdCtx) Value(key any) any {
+	if key == (holdKey{}) {
+		return hc
+	}
+	return hc.Context.Value(key)
 }
 
 // startHold starts the lock.hold span of a level just obtained. Its parent
@@ -25,17 +35,29 @@ type holdCtx struct {
 // the lock.acquire span, which matters most when the hold is the root of
 // a trace. name is the lock.name, or invalid when not computed yet.
 func (o *Observer) startHold(held context.Context, a lock.Acquire, name attribute.KeyValue, link *trace.Link) context.Context {
-	var opts []trace.SpanStartOption
-	if link != nil {
-		opts = append(opts, trace.WithLinks(*link))
+	ctx := held
+	var span trace.Span
+	if o.traced(a) {
+		var opts []trace.SpanStartOption
+		if link != nil {
+			opts = append(opts, trace.WithLinks(*link))
+		}
+		ctx, span = o.tracer.Start(held, "lock.hold", opts...)
+	} else {
+		ctx = o.untraced(held) // its unlock starts no trace either
 	}
-	ctx, span := o.tracer.Start(held, "lock.hold", opts...)
-	recording, counting := span.IsRecording(), o.m.held.Enabled(ctx)
+	recording, counting := span != nil && span.IsRecording(), o.m.held.Enabled(ctx)
 	if !recording && !counting && !o.m.holdDuration.Enabled(ctx) && !o.m.lost.Enabled(ctx) {
-		return ctx // a span that does not record needs no End
+		// A span that does not record needs no End. The lock context of a
+		// re-entry derives from the outer level's: hide that level's state
+		// from Released.
+		if ctx.Value(holdKey{}) != nil {
+			return context.WithValue(ctx, holdKey{}, (*holdCtx)(nil))
+		}
+		return ctx
 	}
 	if !name.Valid() {
-		name = o.lockName(a.Key)
+		name = o.lockName(a)
 	}
 	if recording {
 		span.SetAttributes(o.spanAttrs(name, a)...)
@@ -52,18 +74,18 @@ func (o *Observer) startHold(held context.Context, a lock.Acquire, name attribut
 }
 
 // Released ends the lock.hold span of the level whose context is ctx and
-// records its metrics. A loss or Close adds the event lock.lost or
-// lock.closed and marks the span as failed, as does a failed unlock. It
-// implements [lock.Observer].
+// records its metrics. A loss adds the event lock.lost, with the reason,
+// and marks the span as failed, as does a failed unlock; Close adds the
+// event lock.closed and is no failure. It implements [lock.Observer].
 func (o *Observer) Released(ctx context.Context, r lock.Release) {
-	// Not ctx.Value: a context derived from another level's would find
-	// that level's state.
-	hc, ok := ctx.(*holdCtx)
-	if !ok {
+	hc, _ := ctx.Value(holdKey{}).(*holdCtx)
+	if hc == nil {
 		return // nothing recorded this level
 	}
 	outcome := holdOutcome(r.Cause)
-	o.endHoldSpan(hc.span, outcome, r.Cause)
+	if hc.span != nil {
+		o.endHoldSpan(hc.span, outcome, r)
+	}
 	if hc.heldOpt != nil {
 		o.m.held.Add(hc, -1, hc.heldOpt)
 	}
@@ -78,21 +100,25 @@ func (o *Observer) Released(ctx context.Context, r lock.Release) {
 	}
 	o.m.holdDuration.Record(hc, r.Held.Seconds(), metric.WithAttributeSet(attribute.NewSet(attrs...)))
 	if lost {
-		o.m.lost.Add(hc, 1, metric.WithAttributeSet(attribute.NewSet(hc.name, reentrant)))
+		o.m.lost.Add(hc, 1, metric.WithAttributeSet(attribute.NewSet(hc.name, reentrant, keyLossReason.String(r.Loss.String()))))
 	}
 }
 
-func (o *Observer) endHoldSpan(span trace.Span, outcome string, cause error) {
+func (o *Observer) endHoldSpan(span trace.Span, outcome string, r lock.Release) {
 	defer span.End()
 	if !span.IsRecording() {
 		return
 	}
 	span.SetAttributes(keyHoldOutcome.String(outcome))
 	switch outcome {
-	case holdLost, holdClosed:
-		span.AddEvent("lock." + outcome)
-	}
-	if cause != nil {
-		o.fail(span, cause)
+	case holdLost:
+		reason := keyLossReason.String(r.Loss.String())
+		span.SetAttributes(reason)
+		span.AddEvent("lock.lost", trace.WithAttributes(reason))
+		o.fail(span, r.Cause)
+	case holdClosed:
+		span.AddEvent("lock.closed") // the application closes the Client: no failure
+	case holdError:
+		o.fail(span, r.Cause)
 	}
 }

@@ -3,6 +3,7 @@ package otellock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,12 +17,19 @@ import (
 )
 
 // wantHoldEnd checks a lock.hold span that ended other than by a confirmed
-// unlock.
+// unlock: a failure with errType, or none when errType is "".
 func wantHoldEnd(t *testing.T, s sdktrace.ReadOnlySpan, outcome, event, errType string) {
 	t.Helper()
-	wantAttrs(t, s, aHoldOutcome.String(outcome), aErrorType.String(errType))
-	if s.Status().Code != codes.Error {
-		t.Errorf("%s hold: status %v, want Error", outcome, s.Status())
+	wantAttrs(t, s, aHoldOutcome.String(outcome))
+	if errType == "" {
+		if s.Status().Code != codes.Unset || hasAttr(s, aErrorType) {
+			t.Errorf("%s hold: status %v, error.type %v; want no failure", outcome, s.Status(), attr(t, s, aErrorType))
+		}
+	} else {
+		wantAttrs(t, s, aErrorType.String(errType))
+		if s.Status().Code != codes.Error {
+			t.Errorf("%s hold: status %v, want Error", outcome, s.Status())
+		}
 	}
 	var names []string
 	for _, e := range s.Events() {
@@ -56,11 +64,15 @@ func TestLeaseLost(t *testing.T) {
 	}
 	for _, s := range holds {
 		wantHoldEnd(t, s, "lost", "lock.lost", "lock.ErrLost")
+		wantAttrs(t, s, aLossReason.String("not_renewed"))
+		if ev := s.Events(); len(ev) != 1 || !slices.Contains(ev[0].Attributes, aLossReason.String("not_renewed")) {
+			t.Errorf("events %v, want lock.lost with reason not_renewed", ev)
+		}
 	}
 	m := tel.collect(t)
 	for _, reentrant := range []bool{false, true} {
 		attrs := []attribute.KeyValue{aName.String("orders"), aReentrant.Bool(reentrant)}
-		if n := m.value(t, "lock.lost", attrs...); n != 1 {
+		if n := m.value(t, "lock.lost", append(attrs, aLossReason.String("not_renewed"))...); n != 1 {
 			t.Errorf("lock.lost{reentrant=%v} = %d, want 1", reentrant, n)
 		}
 		if n := m.value(t, "lock.held", attrs...); n != 0 {
@@ -82,7 +94,7 @@ func TestClosedWhileHeld(t *testing.T) {
 	done(t, lctx, time.Second, "Close")
 	_ = unlock() // Close returned after reporting, but unlock is needed anyway
 
-	wantHoldEnd(t, tel.only(t, "lock.hold"), "closed", "lock.closed", "lock.ErrClosed")
+	wantHoldEnd(t, tel.only(t, "lock.hold"), "closed", "lock.closed", "") // Close is no failure
 	m := tel.collect(t)
 	attrs := []attribute.KeyValue{aName.String("orders"), aReentrant.Bool(false)}
 	m.histogram(t, "lock.hold.duration", append(attrs, aHoldOutcome.String("closed"))...)
@@ -105,10 +117,10 @@ func TestUnlockFailure(t *testing.T) {
 		t.Fatal("unlock with Redis down succeeded")
 	}
 
-	wantHoldEnd(t, tel.only(t, "lock.hold"), "error", "", "*net.OpError")
+	wantHoldEnd(t, tel.only(t, "lock.hold"), "error", "", "connection_refused")
 	m := tel.collect(t)
 	m.histogram(t, "lock.hold.duration", aName.String("orders"), aReentrant.Bool(false),
-		aHoldOutcome.String("error"), aErrorType.String("*net.OpError"))
+		aHoldOutcome.String("error"), aErrorType.String("connection_refused"))
 	if n := m.value(t, "lock.held", aName.String("orders"), aReentrant.Bool(false)); n != 0 {
 		t.Errorf("lock.held = %d after the failed unlock, want 0", n)
 	}
@@ -149,7 +161,7 @@ func TestLeaseLostWhileRedisPaused(t *testing.T) {
 			t.Fatalf("lock.renewals{error} = %d at %v 5 s after the loss, want at least 1 with error.type", n, sets)
 		}
 	}
-	if n := m.value(t, "lock.lost", aName.String("orders"), aReentrant.Bool(false)); n != 1 {
+	if n := m.value(t, "lock.lost", aName.String("orders"), aReentrant.Bool(false), aLossReason.String("not_renewed")); n != 1 {
 		t.Errorf("lock.lost = %d, want 1", n)
 	}
 }

@@ -21,6 +21,7 @@ type instruments struct {
 	acquireOutcomes metric.Int64Counter
 	holdDuration    metric.Float64Histogram
 	held            metric.Int64UpDownCounter
+	waiting         metric.Int64UpDownCounter
 	lost            metric.Int64Counter
 	renewals        metric.Int64Counter
 	renewalDuration metric.Float64Histogram
@@ -28,7 +29,7 @@ type instruments struct {
 
 func newInstruments(m metric.Meter) (instruments, error) {
 	var ins instruments
-	var errs [7]error
+	var errs [8]error
 	ins.acquireDuration, errs[0] = m.Float64Histogram("lock.acquire.duration",
 		metric.WithUnit("s"),
 		metric.WithDescription("Time from the call of Lock or TryLock to its return, whatever the outcome."),
@@ -53,5 +54,8 @@ func newInstruments(m metric.Meter) (instruments, error) {
 		metric.WithUnit("s"),
 		metric.WithDescription("Time one watchdog batch of lease renewals took."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	ins.waiting, errs[7] = m.Int64UpDownCounter("lock.waiting",
+		metric.WithUnit("{waiter}"),
+		metric.WithDescription("Lock calls of this process waiting their turn for a held key now."))
 	return ins, errors.Join(errs[:]...)
 }

@@ -1,48 +1,48 @@
 package otellock
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+	"sync"
 
-// otherName is the lock.name of keys without a constant part.
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+)
+
+// otherName is the lock.name of keys without a constant part, and of the
+// locks beyond the cap of distinct names.
 const otherName = "_OTHER"
 
 // maxNameSegment is the longest key segment DefaultLockName keeps, in
 // bytes.
 const maxNameSegment = 32
 
-// DefaultLockName is the default lock.name of a key: the key up to its
-// first ':'-separated segment that looks variable, without that segment
-// and the rest. A segment looks constant when it has 1 to 32 bytes, all
-// ASCII letters, '_', '-' or '.'; any digit, other character or greater
-// length makes it variable. When the first segment is variable the name is
-// "_OTHER".
+// DefaultMaxLockNames is how many distinct lock names an [Observer]
+// records unless [WithMaxLockNames] sets another cap.
+const DefaultMaxLockNames = 100
+
+// DefaultLockName is the default lock.name of a key that was not given a
+// name with [lock.WithName]: the key's first ':'-separated segment when it
+// looks constant, that is 1 to 32 bytes, all ASCII letters, '_', '-' or
+// '.'; otherwise "_OTHER". The segments after the first are never kept:
+// a letters-only segment may be a user's or a product's name as well as a
+// constant.
 //
 //	orders:42              → orders
-//	orders:42:items        → orders
-//	cron:nightly-report:17 → cron:nightly-report
+//	users:alice:cart       → users
+//	cron:nightly-report:17 → cron
 //	billing                → billing
 //	3f2a9c                 → _OTHER
 //
-// Segments made of letters only, such as user names, look constant: give
-// keys like "users:alice" a name function with [WithLockName].
+// For finer names, name the lock where it is taken ([lock.WithName], as
+// packages ginlock and cronlock do) or give the Observer a name function
+// with [WithLockName].
 func DefaultLockName(key string) string {
-	end := 0 // length of the constant prefix
-	for rest := key; ; {
-		seg, tail, more := strings.Cut(rest, ":")
-		if !constantSegment(seg) {
-			break
-		}
-		end += len(seg)
-		if !more {
-			break
-		}
-		end++ // the ':' after seg
-		rest = tail
-	}
-	name := strings.TrimSuffix(key[:end], ":")
-	if name == "" {
+	seg, _, _ := strings.Cut(key, ":")
+	if !constantSegment(seg) {
 		return otherName
 	}
-	return name
+	return seg
 }
 
 func constantSegment(s string) bool {
@@ -57,4 +57,38 @@ func constantSegment(s string) bool {
 		}
 	}
 	return true
+}
+
+// names caps the distinct lock names an Observer records: the first max
+// names are kept, later new ones become "_OTHER", and the first name over
+// the cap is reported once to the OpenTelemetry error handler.
+type names struct {
+	known sync.Map // name → attribute.KeyValue
+	mu    sync.Mutex
+	n     int // names in known
+	max   int
+	over  bool // reported
+}
+
+// attr returns the lock.name attribute of name, "_OTHER" beyond the cap.
+func (ns *names) attr(name string) attribute.KeyValue {
+	if kv, ok := ns.known.Load(name); ok {
+		return kv.(attribute.KeyValue)
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if kv, ok := ns.known.Load(name); ok {
+		return kv.(attribute.KeyValue)
+	}
+	if ns.n >= ns.max {
+		if !ns.over {
+			ns.over = true
+			otel.Handle(fmt.Errorf("otellock: more than %d distinct lock names; further names are recorded as %q (name locks with lock.WithName, or see WithLockName and WithMaxLockNames)", ns.max, otherName))
+		}
+		return keyName.String(otherName)
+	}
+	kv := keyName.String(name)
+	ns.known.Store(name, kv)
+	ns.n++
+	return kv
 }

@@ -13,10 +13,12 @@ import (
 type Option func(*config)
 
 type config struct {
-	tp     trace.TracerProvider
-	mp     metric.MeterProvider
-	name   func(key string) string
-	rawKey bool
+	tp            trace.TracerProvider
+	mp            metric.MeterProvider
+	name          func(key string) string
+	maxNames      int
+	rawKey        bool
+	internalSpans bool
 }
 
 // WithTracerProvider sets the provider of the tracer that records the
@@ -34,16 +36,35 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.mp = mp }
 }
 
-// WithLockName sets the function that maps a lock key to the lock.name
-// attribute of spans and metrics. It must be safe for concurrent use, fast,
-// and return few distinct values: every name is a time series of each
-// metric. An empty result is recorded as "_OTHER". Default
-// [DefaultLockName].
+// WithLockName sets the function that maps the key of a lock that was not
+// given a name with [lock.WithName] to the lock.name attribute of spans
+// and metrics. It must be safe for concurrent use, fast, and return few
+// distinct values: every name is a time series of each metric. An empty
+// result is recorded as "_OTHER". Default [DefaultLockName].
 //
 // To keep one series per key, which is only wise for a small fixed set of
-// keys, pass a function returning the key.
+// keys, pass a function returning the key; the cap of [WithMaxLockNames]
+// still applies.
 func WithLockName(f func(key string) string) Option {
 	return func(c *config) { c.name = f }
+}
+
+// WithMaxLockNames caps the distinct lock.name values the Observer
+// records at n: once n names were seen, locks with a new name are recorded
+// as "_OTHER", and the OpenTelemetry error handler (otel.Handle) is told
+// once. The cap bounds the series of every metric whatever keys and names
+// come along; "_OTHER" does not count against it. n must be at least 1.
+// Default [DefaultMaxLockNames] (100).
+func WithMaxLockNames(n int) Option {
+	return func(c *config) { c.maxNames = n }
+}
+
+// WithInternalSpans records spans also for the locks integrations take
+// for their own bookkeeping ([lock.WithInternal]), such as the tick
+// markers of package cronlock, which otherwise get metrics only and no
+// spans, and whose Redis commands start no trace (see [Observer]).
+func WithInternalSpans() Option {
+	return func(c *config) { c.internalSpans = true }
 }
 
 // WithRawKey adds the lock key itself as the lock.key attribute of spans,
@@ -62,6 +83,8 @@ func (c *config) validate() error {
 		return invalid("nil MeterProvider")
 	case c.name == nil:
 		return invalid("nil lock name function")
+	case c.maxNames < 1:
+		return invalid(fmt.Sprintf("WithMaxLockNames(%d): want at least 1", c.maxNames))
 	}
 	return nil
 }

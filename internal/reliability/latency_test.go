@@ -50,7 +50,11 @@ func TestSlowRepliesKeepLease(t *testing.T) {
 // renewalSignal is an Observer that signals each watchdog renewal.
 type renewalSignal chan lock.Renewal
 
+func (renewalSignal) Background(ctx context.Context) context.Context { return ctx }
+
 func (renewalSignal) AcquireStarted(ctx context.Context, _ lock.Acquire) context.Context { return ctx }
+
+func (renewalSignal) AcquireWaiting(context.Context, lock.Acquire) {}
 
 func (renewalSignal) AcquireEnded(ctx context.Context, _ lock.Acquire, held context.Context) context.Context {
 	if held != nil {

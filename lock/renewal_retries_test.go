@@ -1,0 +1,63 @@
+package lock_test
+
+import (
+	"context"
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lock"
+)
+
+// retriesClaim is how docs/operations.md quotes the number of renewal
+// attempts a lease gets while Redis cannot be reached.
+var retriesClaim = regexp.MustCompile(`renewal is tried about (\d+) times`)
+
+// TestRenewalAttemptsBeforeLoss: with Redis unreachable from the first
+// renewal on, the watchdog tries to renew a lease every twelfth of it from
+// a third of it until the validity ends (about 8 attempts, over the last
+// two thirds of the lease, 20 s of the default 30 s) before the holder
+// is told. docs/operations.md quotes the count: this test keeps the two
+// in step.
+func TestRenewalAttemptsBeforeLoss(t *testing.T) {
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := retriesClaim.FindSubmatch(doc)
+	if m == nil {
+		t.Fatalf("docs/operations.md does not say %q", retriesClaim)
+	}
+	claimed, _ := strconv.Atoi(string(m[1]))
+
+	mr, rdb := locktest.Mini(t)
+	rec := &recorder{}
+	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
+	const lease = 1200 * time.Millisecond // renewed every 400 ms, retried every 100 ms
+	lctx, _ := locktest.MustLock(t, c, context.Background(), "k", lock.WithLease(lease))
+	start := time.Now()
+	mr.Close() // every renewal fails: connection refused
+	<-lctx.Done()
+	lostAfter := time.Since(start)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	failed := 0
+	for _, r := range rec.renewals {
+		if r.Err != nil {
+			failed++
+		}
+	}
+	if failed < claimed-1 || failed > claimed+1 {
+		t.Errorf("%d failed renewal attempts before the loss (%v after Redis went away), docs/operations.md says about %d", failed, lostAfter, claimed)
+	}
+	if context.Cause(lctx) != lock.ErrLost || lostAfter > lease {
+		t.Errorf("lock context ended with %v %v after Redis went away, want ErrLost within the %v lease", context.Cause(lctx), lostAfter, lease)
+	}
+}
