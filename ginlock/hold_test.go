@@ -9,10 +9,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
-	"go.opentelemetry.io/otel/codes"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/lockkit/lockkit/ginlock"
 	"github.com/lockkit/lockkit/internal/locktest"
@@ -123,39 +119,6 @@ func TestStalledRedisAnswersFast(t *testing.T) {
 		if len(errs) != 1 || strings.Contains(errs[0].Error(), "orders:42") {
 			t.Errorf("%s: c.Errors = %v, want one error naming the template, not the key", tc.name, errs)
 		}
-	}
-}
-
-// A 409 is not an error: otelgin leaves the server span's status unset
-// and records no exception, and nothing carries the raw key.
-func TestConflictIsNotAnErrorInTraces(t *testing.T) {
-	_, rdb := locktest.Mini(t)
-	locker := locktest.NewClient(t, rdb)
-	_, unlock, err := locker.Lock(context.Background(), "orders:alice%40example.com") // as escaped
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unlock()
-	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	r := gin.New()
-	r.Use(otelgin.Middleware("shop", otelgin.WithTracerProvider(tp)))
-	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), func(*gin.Context) { t.Error("handler ran") })
-
-	w := post(r, "/orders/alice@example.com/pay")
-	checkProblem(t, w, http.StatusConflict)
-	spans := sr.Ended()
-	if len(spans) != 1 {
-		t.Fatalf("%d spans, want the server span", len(spans))
-	}
-	if st := spans[0].Status(); st.Code != codes.Unset {
-		t.Errorf("server span status = %v %q, want Unset", st.Code, st.Description)
-	}
-	for _, ev := range spans[0].Events() {
-		t.Errorf("server span event %q, want none", ev.Name)
-	}
-	if strings.Contains(w.Body.String(), "alice") {
-		t.Errorf("answer %s carries the key's value", w.Body)
 	}
 }
 

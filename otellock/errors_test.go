@@ -12,12 +12,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/otellock"
 )
 
 func TestErrorType(t *testing.T) {
-	_, rdb := newMini(t)
+	_, rdb := locktest.Mini(t)
 	redisErr := rdb.Do(context.Background(), "NO-SUCH-COMMAND").Err() // an error reply
 	if redisErr == nil {
 		t.Fatal("unknown command succeeded")

@@ -5,25 +5,18 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/otellock"
 )
 
+// Lock contention in traces and metrics: an Observer on the global
+// TracerProvider and MeterProvider, and each lock named after its kind.
 func Example() {
-	mr, _ := miniredis.Run() // an embedded Redis; use your own in production
-	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
-	spans := tracetest.NewSpanRecorder() // in production: an exporter
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	defer tp.Shutdown(context.Background())
-
-	obs, err := otellock.New(otellock.WithTracerProvider(tp)) // metrics: the global MeterProvider
+	obs, err := otellock.New() // the global providers; see WithTracerProvider, WithMeterProvider
 	if err != nil {
 		panic(err)
 	}
@@ -33,31 +26,15 @@ func Example() {
 	}
 	defer locker.Close()
 
-	ctx, request := tp.Tracer("shop").Start(context.Background(), "POST /orders/:id/pay")
-	// The lock's name in telemetry: its kind, not the order's number.
+	// lock.acquire, then lock.hold until unlock, under ctx's span (the
+	// request's, with otelgin or otelhttp).
+	ctx := context.Background()
 	lctx, unlock, err := locker.Lock(ctx, "orders:42", lock.WithName("orders:{id}"))
 	if err != nil {
 		panic(err)
 	}
-	_, charge := tp.Tracer("shop").Start(lctx, "charge card") // a child of lock.hold
-	charge.End()
-	_ = unlock()
-	request.End()
-
-	for _, s := range spans.Ended() {
-		var attrs []string
-		for _, kv := range s.Attributes() {
-			if kv.Key != "lock.acquire.wait_time" && kv.Key != "lock.fencing_token" { // vary
-				attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
-			}
-		}
-		fmt.Println(strings.Join(append([]string{s.Name()}, attrs...), " "))
-	}
-	// Output:
-	// lock.acquire lock.name=orders:{id} lock.reentrant=false lock.operation=lock lock.acquire.outcome=acquired lock.acquire.waited=false
-	// charge card
-	// lock.hold lock.name=orders:{id} lock.reentrant=false lock.hold.outcome=released
-	// POST /orders/:id/pay
+	defer unlock()
+	_ = lctx // the order's work runs under lctx
 }
 
 func ExampleDefaultLockName() {

@@ -1,8 +1,10 @@
 package otellock_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -13,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -109,5 +112,39 @@ func TestGinLockName(t *testing.T) {
 	}
 	if len(names) != 2 || names[0] != "orders:{id}" || names[1] != "shipping" {
 		t.Errorf("lock.hold names %q, want [orders:{id} shipping]", names)
+	}
+}
+
+// A 409 is not an error: otelgin leaves the server span's status unset
+// and records no exception, and the answer does not carry the key.
+func TestConflictIsNotAnErrorInTraces(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	_, rdb := newMini(t)
+	locker := locktest.NewClient(t, rdb)
+	_, unlock, err := locker.Lock(context.Background(), "orders:alice%40example.com") // as escaped
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	tel := newTelemetry(t)
+	r := gin.New()
+	r.Use(otelgin.Middleware("shop", otelgin.WithTracerProvider(tel.tp),
+		otelgin.WithMeterProvider(metricnoop.NewMeterProvider())))
+	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), func(*gin.Context) { t.Error("handler ran") })
+
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/orders/alice@example.com/pay", nil))
+	if w.Code != http.StatusConflict {
+		t.Fatalf("status %d, want 409", w.Code)
+	}
+	server := tel.only(t, "POST /orders/:id/pay")
+	if st := server.Status(); st.Code != codes.Unset {
+		t.Errorf("server span status = %v %q, want Unset", st.Code, st.Description)
+	}
+	for _, ev := range server.Events() {
+		t.Errorf("server span event %q, want none", ev.Name)
+	}
+	if strings.Contains(w.Body.String(), "alice") {
+		t.Errorf("answer %s carries the key's value", w.Body)
 	}
 }
