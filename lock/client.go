@@ -40,7 +40,7 @@ type Client struct {
 	claim    int64   // claim window (ms) of the wait queue; 0 in quorum mode, which has none
 	claimArg any     // claim, boxed once for script calls
 	cfg      config
-	id       string // random; every owner is id:seq
+	id       string // random, then host, pid and label (see clientID); every owner is id:seq
 	seq      atomic.Uint64
 
 	life      context.Context // cancelled by Close
@@ -106,7 +106,7 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 	c := &Client{
 		quorum: len(rdbs)/2 + 1,
 		cfg:    cfg,
-		id:     hex.EncodeToString(id[:]),
+		id:     clientID(hex.EncodeToString(id[:]), cfg.label),
 	}
 	for _, rdb := range rdbs {
 		nd, err := newNode(rdb, cfg)
