@@ -47,7 +47,7 @@ func TestParseOwner(t *testing.T) {
 	}{
 		{"ab@web-1:42:7", lock.Owner{ID: "ab@web-1:42:7", Host: "web-1", PID: 42}},
 		{"ab@web-1:42:pay:v2:7", lock.Owner{ID: "ab@web-1:42:pay:v2:7", Host: "web-1", PID: 42, Label: "pay:v2"}},
-		{"0123abcd:7", lock.Owner{ID: "0123abcd:7"}},   // an older Client's
+		{"0123abcd:7", lock.Owner{ID: "0123abcd:7"}},     // an older Client's
 		{"ab@web-1:x:7", lock.Owner{ID: "ab@web-1:x:7"}}, // no pid
 		{"", lock.Owner{}},
 	} {
