@@ -32,7 +32,8 @@ const forceLinger = 1000 // ms
 // the next acquisition) is larger than the old holder's, so storage that
 // checks tokens rejects its late writes. Until its next renewal the old
 // holder may still believe it holds the key: that is what fencing tokens
-// are for.
+// are for. When the old holder is this Client's, its hold ends with
+// ErrLost before ForceUnlock returns (package locktest's Lose uses this).
 //
 // Errors: [ErrNotHeld] when no one holds key (nothing changes; a lock
 // taken with another prefix is not seen), [ErrInvalid] for an empty or
@@ -73,6 +74,7 @@ func (c *Client) ForceUnlock(ctx context.Context, key string) (Forced, error) {
 	}
 	switch {
 	case forced:
+		c.endOwn(f.Holder.ID)
 		if len(c.nodes) > 1 {
 			c.wt.released(rk, handOff{}) // this process's waiters try at once
 		}
@@ -81,4 +83,26 @@ func (c *Client) ForceUnlock(ctx context.Context, key string) (Forced, error) {
 		return Forced{}, fmt.Errorf("lock: force-unlock %q: %w", key, errs[0])
 	}
 	return Forced{}, fmt.Errorf("lock: force-unlock %q: %w: no one holds it (under prefix %q)", key, ErrNotHeld, c.cfg.prefix)
+}
+
+// endOwn ends at once this Client's hold of owner, which ForceUnlock
+// took away in Redis: there is no need to wait for its next renewal.
+func (c *Client) endOwn(owner string) {
+	if !c.ownedBy(owner) {
+		return
+	}
+	c.wd.mu.Lock()
+	var found *hold
+	for h := range c.wd.holds {
+		if h.owner == owner {
+			found = h
+			break
+		}
+	}
+	c.wd.mu.Unlock()
+	if found != nil {
+		found.mu.Lock()
+		found.endLocked(ErrLost)
+		found.mu.Unlock()
+	}
 }

@@ -160,3 +160,20 @@ func TestForceUnlockQuorum(t *testing.T) {
 	_, unlockNew := locktest.MustLock(t, op, ctx, "q", lock.WithMaxWait(time.Second))
 	_ = unlockNew()
 }
+
+// TestForceUnlockOwnHold: a Client that forces its own hold away ends it
+// before ForceUnlock returns.
+func TestForceUnlockOwnHold(t *testing.T) {
+	_, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
+	held, unlock := locktest.MustLock(t, c, context.Background(), "own")
+	if _, err := c.ForceUnlock(context.Background(), "own"); err != nil {
+		t.Fatal(err)
+	}
+	if context.Cause(held) != lock.ErrLost || lock.Held(held, "own") {
+		t.Fatalf("after ForceUnlock: cause %v, held %v; want ErrLost at once", context.Cause(held), lock.Held(held, "own"))
+	}
+	if err := unlock(); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("unlock: %v, want ErrLost", err)
+	}
+}
