@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// runShow shows one lock in full.
+func runShow(ctx context.Context, c *cli, args []string) int {
+	if len(args) != 1 {
+		return c.usageErr("want one KEY, got %d arguments", len(args))
+	}
+	if err := c.connect(ctx); err != nil {
+		return c.fail(err)
+	}
+	defer c.close()
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	info, err := c.client.Inspect(ctx, args[0])
+	switch {
+	case errors.Is(err, lock.ErrInvalid):
+		return c.usageErr("%v", err)
+	case err != nil:
+		return c.fail(err)
+	}
+	if c.opts.output == "json" {
+		err = writeJSON(c.env.stdout, infoJSON(info))
+	} else {
+		err = showText(c.env.stdout, info)
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	return exitOK
+}
