@@ -53,7 +53,8 @@ type LockInfo struct {
 
 	// Waiting is the length of the wait queue; Waiters its first
 	// [MaxListedWaiters] entries, first come first. A waiter the lock was
-	// handed to stays first until it confirms, and is the Holder too.
+	// handed to stays first in the queue in Redis until it confirms (see
+	// the package documentation); it is the Holder, and counted in neither.
 	Waiting int
 	Waiters []Waiter
 
@@ -168,6 +169,10 @@ func parseInspect(name string, v []any) (LockInfo, error) {
 	}
 	openUntil := num(v[7])
 	for i := 9; i < len(v); i += 3 {
+		if info.Held && str(v[i]) == info.Holder.ID {
+			info.Waiting-- // handed the lock, not confirmed yet
+			continue
+		}
 		w := Waiter{Owner: ParseOwner(str(v[i]))}
 		if joined := num(v[i+2]); joined > 0 {
 			w.Waited = ms(now - joined)

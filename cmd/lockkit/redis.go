@@ -16,7 +16,8 @@ type cli struct {
 	env  env
 	verb string
 
-	force, yes bool // unlock's flags
+	force, yes bool   // unlock's flags
+	lastMsg    string // watch: the last message reported
 
 	rdbs   []redis.UniversalClient // one, or the quorum's masters
 	client *lock.Client

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/lockkit/lockkit/lock"
@@ -89,6 +90,11 @@ func (c *cli) confirm(ctx context.Context, key string) (int, bool) {
 		key, info.Holder, info.HoldCount, dur(info.RemainingLease), token(info.Token), info.Waiting)
 	fmt.Fprint(c.env.stderr, "The holder loses it at its next renewal; its writes with that token must be rejected by token.\nForce-unlock? [y/N] ")
 	line, _ := bufio.NewReader(c.env.stdin).ReadString('\n')
+	if f, ok := c.env.stdin.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice == 0 {
+			fmt.Fprintln(c.env.stderr, strings.TrimSpace(line)) // not a terminal: show the answer read
+		}
+	}
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":
 		return 0, true

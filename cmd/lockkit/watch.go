@@ -89,7 +89,7 @@ func runWatch(ctx context.Context, c *cli, args []string) int {
 			if err := c.message(m); err != nil {
 				return c.fail(err)
 			}
-			drain(msgs, c)
+			c.drain(msgs)
 		case <-timer.C:
 		}
 		if info, err = c.inspect(ctx, key); err != nil {
@@ -108,7 +108,7 @@ func ptr[T any](v T) *T { return &v }
 
 // drain reports the messages already received, so that a burst of them
 // (a release and a hand-off change several keys) reads the lock once.
-func drain(msgs chan *redis.Message, c *cli) {
+func (c *cli) drain(msgs chan *redis.Message) {
 	for {
 		select {
 		case m := <-msgs:
@@ -201,9 +201,10 @@ func (c *cli) message(m *redis.Message) error {
 		return nil
 	}
 	f := strings.Fields(m.Payload)
-	if len(f) == 0 {
-		return nil
+	if len(f) == 0 || m.Payload == c.lastMsg {
+		return nil // a hand-off is told to its receiver's Client and to a watcher's
 	}
+	c.lastMsg = m.Payload
 	from := lock.ParseOwner(strings.TrimPrefix(f[0], "!"))
 	ev := watchEvent{Time: time.Now(), From: ownerJSON(from)}
 	var line string
