@@ -43,13 +43,10 @@ const forceLinger = 1000 // ms
 // returns within ctx's deadline; a command still under way then goes on
 // in the background.
 func (c *Client) ForceUnlock(ctx context.Context, key string) (Forced, error) {
-	if err := checkKey(key); err != nil {
+	rk, err := c.operate(key)
+	if err != nil {
 		return Forced{}, err
 	}
-	if c.isClosed() {
-		return Forced{}, ErrClosed
-	}
-	rk := newRedisKeys(c.cfg.prefix, key)
 	var from any = c.newOwner() // an owner of its own: r names it
 	rs := fanOut(c, ctx, c.callTimeout(c.cfg.lease), func(ctx context.Context, nd *node) ([]any, error) {
 		return nd.run(ctx, forceScript, rk.scriptArgs(from, c.claimArg, nd.publish, forceLinger)).Slice()

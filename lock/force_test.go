@@ -24,18 +24,7 @@ func TestForceUnlockFences(t *testing.T) {
 	done := queueWaiters(t, rdb, "orders:42", 1)
 
 	waiter := locktest.NewClient(t, rdb, lock.WithOwnerLabel("next"))
-	next := make(chan uint64, 1)
-	go func() {
-		lctx, unlock, err := waiter.Lock(ctx, "orders:42")
-		if err != nil {
-			t.Error(err)
-			next <- 0
-			return
-		}
-		tok, _ := lock.FencingToken(lctx, "orders:42")
-		next <- tok
-		_ = unlock()
-	}()
+	next := locktest.TokenWhenLocked(t, waiter, ctx, "orders:42")
 	waitQueued(t, rdb, "orders:42", 2)
 
 	op := locktest.NewClient(t, rdb, lock.WithOwnerLabel("operator"))

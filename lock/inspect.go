@@ -87,13 +87,10 @@ type Waiter struct {
 // or the Redis error (in quorum mode: when fewer than a majority of nodes
 // answered).
 func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
-	if err := checkKey(key); err != nil {
+	rk, err := c.operate(key)
+	if err != nil {
 		return LockInfo{}, err
 	}
-	if c.isClosed() {
-		return LockInfo{}, ErrClosed
-	}
-	rk := newRedisKeys(c.cfg.prefix, key)
 	rs := fanOut(c, ctx, c.callTimeout(c.cfg.lease), func(ctx context.Context, nd *node) (LockInfo, error) {
 		return inspectOne(ctx, nd.rdb, rk.keys()[:3])
 	}, nil)
@@ -106,6 +103,18 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 		return info, nil
 	}
 	return c.majority(key, rk.lock, rs)
+}
+
+// operate checks a call of an operator's (Inspect, ForceUnlock) about key
+// and returns the key's Redis names.
+func (c *Client) operate(key string) (redisKeys, error) {
+	if err := checkKey(key); err != nil {
+		return redisKeys{}, err
+	}
+	if c.isClosed() {
+		return redisKeys{}, ErrClosed
+	}
+	return newRedisKeys(c.cfg.prefix, key), nil
 }
 
 // majority sums up the nodes' answers of a quorum Client's Inspect.

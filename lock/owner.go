@@ -1,25 +1,33 @@
 package lock
 
 import (
+	"encoding/base64"
 	"os"
 	"strconv"
 	"strings"
-	"unicode"
 )
 
 // MaxOwnerLabel is the longest label [WithOwnerLabel] accepts, in bytes.
-const MaxOwnerLabel = 64
+const MaxOwnerLabel = 24
+
+// maxOwner is the length, in bytes, owners are kept within (up to their
+// 2,176,782,336th acquisition): Redis keeps a hash whose values are at
+// most 64 bytes (hash-max-listpack-value) in its compact encoding, about
+// a third of the memory of a longer one.
+const maxOwner = 64
 
 // WithOwnerLabel adds label to the owner every hold of the Client writes
 // to Redis, next to the host name and process id that are always there,
 // so that an operator who finds a key held ([Client.Inspect],
 // [Client.Held], the lockkit command) can tell which process holds it:
 // a pod or instance name, a service and version. The label must be 1 to
-// [MaxOwnerLabel] bytes of printable characters without spaces. Default:
-// no label.
+// [MaxOwnerLabel] bytes of printable ASCII without spaces. Default: no
+// label.
 //
 // The owner is written by the scripts that take the key anyway: a label
-// costs no Redis call, only its bytes in each call and in Redis.
+// costs no Redis call, only its bytes in each call and in Redis. Owners
+// are kept within 64 bytes, so that Redis stores a lock in its compact
+// form: the host name is shortened to what the label leaves room for.
 func WithOwnerLabel(label string) Option {
 	return func(c *config) {
 		c.label = label
@@ -34,8 +42,8 @@ func checkLabel(label string) error {
 		return invalidf("owner label %q must be 1 to %d bytes", label, MaxOwnerLabel)
 	}
 	for _, r := range label {
-		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
-			return invalidf("owner label %q must be printable, without spaces", label)
+		if r <= ' ' || r > '~' {
+			return invalidf("owner label %q must be printable ASCII, without spaces", label)
 		}
 	}
 	return nil
@@ -44,10 +52,12 @@ func checkLabel(label string) error {
 // Owner is who holds or waits for a lock, read back from Redis.
 type Owner struct {
 	// ID is the owner as written in Redis: "<client>:<sequence>", where
-	// <client> is "<random hex>@<host>:<pid>[:<label>]".
+	// <client> is "<random>@<host>:<pid>[:<label>]" (random: 128 bits in
+	// base64url).
 	ID string
-	// Host is the host name of the holder's process and PID its process
-	// id, when it was made by a Client that writes them (empty and 0
+	// Host is the host name of the holder's process (its first DNS label,
+	// shortened to keep the owner within 64 bytes) and PID its process id,
+	// when it was made by a Client that writes them (empty and 0
 	// otherwise).
 	Host string
 	PID  int
@@ -68,27 +78,37 @@ func (o Owner) String() string {
 	return s
 }
 
-// clientID is the Client part of its owners: random hex, then who the
-// Client is, so that Redis tells which process holds a key. The label
+// clientID is the Client part of its owners: 128 random bits, then who
+// the Client is, so that Redis tells which process holds a key. The label
 // may contain ':'; the sequence after the last ':' never does, which is
-// how queue.lua finds a Client's owners.
-func clientID(random, label string) string {
-	id := random + "@" + hostName() + ":" + strconv.Itoa(os.Getpid())
+// how queue.lua finds a Client's owners. The host name is cut so that an
+// owner with a sequence of up to 6 base-36 digits fits in maxOwner bytes.
+func clientID(random [16]byte, host, label string) string {
+	who := ":" + strconv.Itoa(os.Getpid())
 	if label != "" {
-		id += ":" + label
+		who += ":" + label
 	}
-	return id
+	r := base64.RawURLEncoding.EncodeToString(random[:])
+	room := maxOwner - len(r) - len("@") - len(who) - len(":zzzzzz")
+	if len(host) > room {
+		host = host[:max(room, 1)]
+	}
+	return r + "@" + host + who
 }
 
-// hostName is the host name, with anything that is not printable or is a
-// space or ':' replaced by '_' (owners travel in space-separated messages).
+// hostName is the first label of the host name, with anything but
+// printable ASCII other than space and ':' replaced by '_' (owners
+// travel in space-separated messages).
 func hostName() string {
 	h, err := os.Hostname()
 	if err != nil || h == "" {
 		return "unknown"
 	}
+	if h, _, _ = strings.Cut(h, "."); h == "" {
+		return "unknown"
+	}
 	return strings.Map(func(r rune) rune {
-		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == ':' {
+		if r <= ' ' || r > '~' || r == ':' {
 			return '_'
 		}
 		return r

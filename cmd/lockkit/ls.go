@@ -11,17 +11,10 @@ import (
 
 // runLs lists held locks matching the pattern, sorted by key.
 func runLs(ctx context.Context, c *cli, args []string) int {
-	if len(args) > 1 {
-		return c.usageErr("want at most one PATTERN, got %d arguments", len(args))
-	}
 	pattern := "*"
 	if len(args) == 1 {
 		pattern = args[0]
 	}
-	if err := c.connect(ctx); err != nil {
-		return c.fail(err)
-	}
-	defer c.close()
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	var infos []lock.LockInfo

@@ -57,10 +57,13 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound of each Redis call")
 }
 
-// A verb is one subcommand.
+// A verb is one subcommand. run gets the connected cli and between
+// minArgs and maxArgs arguments.
 type verb struct {
 	name, args, summary string
+	minArgs, maxArgs    int
 	flags               func(fs *flag.FlagSet, c *cli) // the verb's own flags, if any
+	check               func(c *cli) string            // a usage error before connecting, if any
 	run                 func(ctx context.Context, c *cli, args []string) int
 }
 
@@ -68,10 +71,10 @@ var verbs []verb // set in init: the verbs refer to usage
 
 func init() {
 	verbs = []verb{
-		{name: "ls", args: "[PATTERN]", summary: "list held locks whose key matches PATTERN (a Redis glob; default *)", run: runLs},
-		{name: "show", args: "KEY", summary: "show KEY's holder, hold count, lease, fencing token and wait queue", run: runShow},
-		{name: "watch", args: "KEY", summary: "follow KEY's holder, waiters and hand-offs until interrupted", run: runWatch},
-		{name: "unlock", args: "--force [--yes] KEY", summary: "end KEY's hold, whoever holds it; the next waiter gets it, the holder is fenced", flags: unlockFlags, run: runUnlock},
+		{name: "ls", args: "[PATTERN]", summary: "list held locks whose key matches PATTERN (a Redis glob; default *)", maxArgs: 1, run: runLs},
+		{name: "show", args: "KEY", summary: "show KEY's holder, hold count, lease, fencing token and wait queue", minArgs: 1, maxArgs: 1, run: runShow},
+		{name: "watch", args: "KEY", summary: "follow KEY's holder, waiters and hand-offs until interrupted", minArgs: 1, maxArgs: 1, run: runWatch},
+		{name: "unlock", args: "--force [--yes] KEY", summary: "end KEY's hold, whoever holds it; the next waiter gets it, the holder is fenced", minArgs: 1, maxArgs: 1, flags: unlockFlags, check: checkUnlock, run: runUnlock},
 	}
 }
 
@@ -125,9 +128,22 @@ func runVerb(ctx context.Context, v verb, opts options, args []string, e env) in
 	if c.opts.timeout <= 0 {
 		return c.usageErr("-timeout %v: must be positive", c.opts.timeout)
 	}
+	if n := fs.NArg(); n < v.minArgs || n > v.maxArgs {
+		return c.usageErr("want %s, got %d arguments", v.args, n)
+	}
+	if v.check != nil {
+		if msg := v.check(c); msg != "" {
+			return c.usageErr("%s", msg)
+		}
+	}
 	if c.opts.redis == "" {
 		c.opts.redis = defaultRedis
 	}
+	if err := c.connect(ctx); err != nil {
+		c.close()
+		return c.fail(err)
+	}
+	defer c.close()
 	return v.run(ctx, c, fs.Args())
 }
 

@@ -1,11 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,29 +23,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a run writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // lockkit runs the command in-process with args, stdin and REDIS_URL
 // redisURL, and returns its exit code, stdout and stderr.
 func lockkit(t *testing.T, ctx context.Context, redisURL, stdin string, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut bytes.Buffer
 	code := run(ctx, args, env{
 		stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut,
 		getenv: func(name string) string {
@@ -116,18 +99,7 @@ func TestUnlockForce(t *testing.T) {
 	held, unlock := locktest.MustLock(t, old, ctx, "orders:42")
 	defer unlock()
 	oldToken, _ := lock.FencingToken(held, "orders:42")
-	next := make(chan uint64, 1)
-	go func() {
-		lctx, unlock, err := holder(t, rdb, "next").Lock(ctx, "orders:42")
-		if err != nil {
-			t.Error(err)
-			next <- 0
-			return
-		}
-		tok, _ := lock.FencingToken(lctx, "orders:42")
-		next <- tok
-		_ = unlock()
-	}()
+	next := locktest.TokenWhenLocked(t, holder(t, rdb, "next"), ctx, "orders:42")
 	waitQueue(t, rdb, "lockkit:{orders:42}:queue")
 
 	code, _, errOut := lockkit(t, ctx, url, "n\n", "unlock", "--force", "orders:42")
@@ -194,8 +166,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"show", "-h"}, exitOK, "Usage: lockkit show KEY"},
 		{[]string{"watch", "-h"}, exitOK, "Usage: lockkit watch KEY"},
 		{[]string{"unlock", "-h"}, exitOK, "-yes"},
-		{[]string{"show"}, exitUsage, "want one KEY"},
-		{[]string{"show", "a", "b"}, exitUsage, "want one KEY"},
+		{[]string{"show"}, exitUsage, "want KEY, got 0"},
+		{[]string{"show", "a", "b"}, exitUsage, "want KEY, got 2"},
+		{[]string{"ls", "a", "b"}, exitUsage, "want [PATTERN], got 2"},
 		{[]string{"show", ""}, exitUsage, "empty key"},
 		{[]string{"ls", "["}, exitUsage, "pattern"},
 		{[]string{"ls", ""}, exitUsage, "empty pattern"},
@@ -213,43 +186,65 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// watchRun runs lockkit watch until the returned stop is called.
-func watchRun(t *testing.T, url string, args ...string) (*syncBuffer, func() (int, string)) {
+// watched is the output of a lockkit watch run, read as it comes.
+type watched struct {
+	lines chan string
+	seen  string // what has come so far
+}
+
+// watchRun runs lockkit watch until the returned stop is called, which
+// returns its exit code and stderr.
+func watchRun(t *testing.T, url string, args ...string) (*watched, func() (int, string)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	pr, pw := io.Pipe()
+	w := &watched{lines: make(chan string, 100)}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			w.lines <- sc.Text()
+		}
+		close(w.lines)
+	}()
+	var errOut bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, append([]string{"-redis", url, "watch"}, args...), env{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }})
+		code := run(ctx, append([]string{"-redis", url, "watch"}, args...), env{stdin: strings.NewReader(""), stdout: pw, stderr: &errOut, getenv: func(string) string { return "" }})
+		_ = pw.Close()
+		done <- code
 	}()
-	return &out, func() (int, string) {
+	return w, func() (int, string) {
 		cancel()
+		for range w.lines { // until run returns and closes the pipe
+		}
 		return <-done, errOut.String()
 	}
 }
 
-// waitOutput waits until out has every one of want, in order.
-func waitOutput(t *testing.T, out interface{ String() string }, want ...string) {
+// waitOutput waits until the watch has printed every one of want, in
+// order, since the start.
+func waitOutput(t *testing.T, w *watched, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	timeout := time.After(5 * time.Second)
 	for {
-		s, ok := out.String(), true
-		rest := s
-		for _, w := range want {
-			i := strings.Index(rest, w)
+		rest, ok := w.seen, true
+		for _, s := range want {
+			i := strings.Index(rest, s)
 			if i < 0 {
 				ok = false
 				break
 			}
-			rest = rest[i+len(w):]
+			rest = rest[i+len(s):]
 		}
 		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("output never had %q in order:\n%s", want, s)
+		select {
+		case line := <-w.lines:
+			w.seen += line + "\n"
+		case <-timeout:
+			t.Fatalf("output never had %q in order:\n%s", want, w.seen)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -313,7 +308,7 @@ func TestWatchJSON(t *testing.T) {
 	if code, errOut := stop(); code != exitOK {
 		t.Fatalf("watch: %d %s", code, errOut)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out.seen), "\n") {
 		var ev watchEvent
 		if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.Event == "" {
 			t.Fatalf("line %q: %v", line, err)

@@ -9,13 +9,6 @@ import (
 
 // runShow shows one lock in full.
 func runShow(ctx context.Context, c *cli, args []string) int {
-	if len(args) != 1 {
-		return c.usageErr("want one KEY, got %d arguments", len(args))
-	}
-	if err := c.connect(ctx); err != nil {
-		return c.fail(err)
-	}
-	defer c.close()
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	info, err := c.client.Inspect(ctx, args[0])

@@ -26,19 +26,17 @@ type jsonForced struct {
 	NewToken uint64     `json:"new_token,omitempty"`
 }
 
+// checkUnlock insists on --force.
+func checkUnlock(c *cli) string {
+	if !c.force {
+		return "unlock needs --force: it ends whoever holds the key, not a hold of lockkit's own"
+	}
+	return ""
+}
+
 // runUnlock force-unlocks a key after showing its holder and asking.
 func runUnlock(ctx context.Context, c *cli, args []string) int {
-	if !c.force {
-		return c.usageErr("unlock needs --force: it ends whoever holds the key, not a hold of lockkit's own")
-	}
-	if len(args) != 1 {
-		return c.usageErr("want one KEY, got %d arguments", len(args))
-	}
 	key := args[0]
-	if err := c.connect(ctx); err != nil {
-		return c.fail(err)
-	}
-	defer c.close()
 	if !c.yes {
 		code, ok := c.confirm(ctx, key)
 		if !ok {

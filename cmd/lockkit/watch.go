@@ -30,14 +30,7 @@ type watchEvent struct {
 
 // runWatch follows one lock from Redis's messages until ctx ends.
 func runWatch(ctx context.Context, c *cli, args []string) int {
-	if len(args) != 1 {
-		return c.usageErr("want one KEY, got %d arguments", len(args))
-	}
 	key := args[0]
-	if err := c.connect(ctx); err != nil {
-		return c.fail(err)
-	}
-	defer c.close()
 	ctx, cancel := context.WithCancel(ctx) // ends the subscriptions
 	defer cancel()
 	info, err := c.inspect(ctx, key)
