@@ -99,14 +99,20 @@ func runWatch(ctx context.Context, c *cli, args []string) int {
 
 func ptr[T any](v T) *T { return &v }
 
-// drain reports the messages already received, so that a burst of them
-// (a release and a hand-off change several keys) reads the lock once.
+// burst is how long watch waits after a message for the rest of its
+// burst: one script changes several keys, then tells the waiters.
+const burst = 5 * time.Millisecond
+
+// drain reports the messages of a burst, so that the lock is read once
+// after all of them.
 func (c *cli) drain(msgs chan *redis.Message) {
+	timer := time.NewTimer(burst)
+	defer timer.Stop()
 	for {
 		select {
 		case m := <-msgs:
 			_ = c.message(m)
-		default:
+		case <-timer.C:
 			return
 		}
 	}
