@@ -382,8 +382,17 @@ func TestQuorum(t *testing.T) {
 	if code != exitOK || strings.Count(out, "\nk ") < 2 || !strings.Contains(out, "NODE") { // one line per node that has it
 		t.Fatalf("ls -quorum: %d\n%s", code, out)
 	}
+	for _, rdb := range rdbs {
+		rdb.ConfigSet(ctx, "notify-keyspace-events", "Kghlx")
+	}
+	w, stop := watchRun(t, url, "-quorum", "k")
+	waitOutput(t, w, "held by q")
 	code, out, _ = lockkit(t, ctx, url, "", "-quorum", "unlock", "--force", "--yes", "k")
 	if code != exitOK || !strings.Contains(out, "ended the hold of q") {
 		t.Fatalf("unlock -quorum: %d\n%s", code, out)
+	}
+	waitOutput(t, w, "held by q", "force-unlocked by lockkit-cli", "free; 0 waiting")
+	if code, errOut := stop(); code != exitOK {
+		t.Fatalf("watch -quorum: %d %s", code, errOut)
 	}
 }
