@@ -34,7 +34,7 @@ if tonumber(h[2] or '0') > 0 then
   if h[1] == ARGV[1] then
     if n == 1 then
       redis.call('PEXPIRE', KEYS[1], ARGV[2])
-      if h[4] and redis.call('HDEL', KEYS[3], ARGV[1]) == 1 then
+      if h[4] and unwait(ARGV[1]) then
         redis.call('LREM', KEYS[2], 1, ARGV[1])
       end
     elseif tonumber(h[2]) ~= n then
@@ -82,7 +82,7 @@ if queued then
   local is_open = from > 0 and now < tonumber(open[2] or '0')
   if o == ARGV[1] or (o and is_open and from <= now) then
     redis.call('LREM', KEYS[2], 1, ARGV[1])
-    redis.call('HDEL', KEYS[3], ARGV[1])
+    unwait(ARGV[1])
     if from > 0 then
       redis.call('HDEL', KEYS[1], 'open', 'open_until')
     end

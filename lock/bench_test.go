@@ -5,13 +5,22 @@ import (
 	"testing"
 
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lock"
 )
 
 // BenchmarkLockUnlock is one uncontended Lock and unlock against a real
 // redis-server on loopback: two round trips.
-func BenchmarkLockUnlock(b *testing.B) {
+func BenchmarkLockUnlock(b *testing.B) { benchLockUnlock(b) }
+
+// BenchmarkLockUnlockLabelled is BenchmarkLockUnlock with an owner label
+// (lock.WithOwnerLabel), the longest owner a Client writes.
+func BenchmarkLockUnlockLabelled(b *testing.B) {
+	benchLockUnlock(b, lock.WithOwnerLabel("payments-7f9c"))
+}
+
+func benchLockUnlock(b *testing.B, opts ...lock.Option) {
 	_, rdb := newReal(b)
-	c := locktest.NewClient(b, rdb)
+	c := locktest.NewClient(b, rdb, opts...)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -40,7 +39,7 @@ type Client struct {
 	claim    int64   // claim window (ms) of the wait queue; 0 in quorum mode, which has none
 	claimArg any     // claim, boxed once for script calls
 	cfg      config
-	id       string // random; every owner is id:seq
+	id       string // random, then host, pid and label (see clientID); every owner is id:seq
 	seq      atomic.Uint64
 
 	life      context.Context // cancelled by Close
@@ -67,7 +66,8 @@ var _ Locker = (*Client)(nil)
 //
 // Defaults: lease [DefaultLease] (30 s) renewed by the watchdog every 10 s,
 // key prefix [DefaultPrefix], drift allowance 1% of the lease + 2 ms, no
-// observer. New makes no Redis call; it returns an error wrapping
+// observer, owners naming the host and process id but no label (see
+// [WithOwnerLabel]). New makes no Redis call; it returns an error wrapping
 // [ErrInvalid] for a nil rdb, a Ring or a bad option.
 //
 // New starts the watchdog, the janitor (which cleans up after calls cut
@@ -106,7 +106,7 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 	c := &Client{
 		quorum: len(rdbs)/2 + 1,
 		cfg:    cfg,
-		id:     hex.EncodeToString(id[:]),
+		id:     clientID(id, hostName(), cfg.label),
 	}
 	for _, rdb := range rdbs {
 		nd, err := newNode(rdb, cfg)
@@ -396,7 +396,7 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 }
 
 func (c *Client) newOwner() string {
-	return c.id + ":" + strconv.FormatUint(c.seq.Add(1), 10)
+	return c.id + ":" + strconv.FormatUint(c.seq.Add(1), 36)
 }
 
 // ownedBy reports whether owner o is one of c's ("<client id>:<seq>").

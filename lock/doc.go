@@ -73,6 +73,17 @@
 // Redis does not bring back an older copy of the hash (a failover to a
 // lagging replica; see docs/guarantees.md).
 //
+// # Operating locks
+//
+// Each owner written to Redis names its process: host name, process id
+// and the label of [WithOwnerLabel] ([Owner]). [Client.Inspect] reads a
+// lock (holder, hold count, remaining lease, token, wait queue);
+// [Client.Held] lists held locks by pattern with SCAN; [Client.ForceUnlock]
+// ends a stuck holder's hold, fenced: the next token is larger and the old
+// holder's watchdog reports [ErrLost] at its next renewal. The lockkit
+// command (cmd/lockkit) does the same from a shell, and package locktest
+// helps test code that takes locks.
+//
 // # Redis data
 //
 // For key K and prefix P (default "lockkit") the Client uses the hash

@@ -16,8 +16,9 @@ var (
 	// holder's remaining lease.
 	ErrNotObtained = errors.New("lock: not obtained")
 
-	// ErrNotHeld is returned by an [UnlockFunc] that was already called. The
-	// second call does not touch Redis.
+	// ErrNotHeld is returned by an [UnlockFunc] that was already called (the
+	// second call does not touch Redis), and by [Client.ForceUnlock] when no
+	// one holds the key.
 	ErrNotHeld = errors.New("lock: not held")
 
 	// ErrLost is the cause of a lock context that was cancelled because its

@@ -139,7 +139,7 @@ func TestHandOffIsToldToTwoClientsAtMost(t *testing.T) {
 			if len(fields) != 4 {
 				t.Fatalf("hand-off %d: payload %q, want <from> <owner> <token> <ms>", i, m.Payload)
 			}
-			client, _, _ := strings.Cut(fields[1], ":")
+			client := fields[1][:strings.LastIndex(fields[1], ":")] // "<client id>:<seq>"
 			receiver = "lockkit:{told}:released:" + client
 			channels = append(channels, m.Channel)
 		}

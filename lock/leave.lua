@@ -9,7 +9,7 @@
 -- ARGV[4]  linger: how long (ms) the hash of a free lock stays
 --
 -- Returns 1 when the waiter was queued or held the lock, else 0.
-local queued = redis.call('HDEL', KEYS[3], ARGV[1]) == 1
+local queued = unwait(ARGV[1])
 local head = false
 if queued then
   head = redis.call('LINDEX', KEYS[2], 0) == ARGV[1]

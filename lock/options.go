@@ -52,6 +52,7 @@ type config struct {
 	nodeTimeout time.Duration // 0: lease/20 within [10 ms, 1 s]
 	acks        int           // replicas that must confirm each write; 0: none
 	ackTimeout  time.Duration
+	label       string  // WithOwnerLabel
 	bad         []error // from options given impossible values
 }
 

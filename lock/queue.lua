@@ -10,7 +10,8 @@
 --            q  1 when a wait queue may exist
 --            open, open_until  a turn open to any queued waiter (see below)
 -- KEYS[2]  queue list: waiting owners in arrival order
--- KEYS[3]  waits hash: waiting owner -> deadline (ms of Redis's clock)
+-- KEYS[3]  waits hash: waiting owner -> deadline (ms of Redis's clock),
+--          and '>' .. owner -> when it joined the queue (ms), for Inspect
 -- KEYS[4]  channel of the lock: a Client waiting for it listens on
 --          "KEYS[4]:<client id>" for hand-offs and turns of its waiters
 --
@@ -60,6 +61,13 @@ local function client_of(o)
   return string.match(o, '^(.*):') or o
 end
 
+-- unwait takes owner o out of the waits hash (its deadline and when it
+-- joined) and reports whether it was there. The caller takes it out of the
+-- queue list.
+local function unwait(o)
+  return redis.call('HDEL', KEYS[3], o, '>' .. o) > 0
+end
+
 -- first drops the waiters at the front whose deadline passed, with every
 -- other waiter of their Clients (one of them missed its turn, so its
 -- process is most likely dead, and its other waiters would each hold up
@@ -83,14 +91,14 @@ local function first(now)
     end
     dead[c], dropped = true, true
     redis.call('LPOP', KEYS[2])
-    redis.call('HDEL', KEYS[3], o)
+    unwait(o)
   end
   if dropped then
     local rest = redis.call('LRANGE', KEYS[2], 0, -1)
     local keep = {}
     for _, w in ipairs(rest) do
       if dead[client_of(w)] then
-        redis.call('HDEL', KEYS[3], w)
+        unwait(w)
       else
         keep[#keep + 1] = w
       end
@@ -196,6 +204,7 @@ local function enqueue(owner, deadline, now, flagged)
   local pos = 0
   if redis.call('HSET', KEYS[3], owner, deadline) == 1 then
     pos = redis.call('RPUSH', KEYS[2], owner)
+    redis.call('HSET', KEYS[3], '>' .. owner, now)
   end
   local ttl = deadline - now
   if redis.call('PTTL', KEYS[3]) < ttl then

@@ -24,7 +24,7 @@ if h[1] ~= ARGV[1] or tonumber(h[2] or '0') == 0 then
   if n == 0 and h[4] == ARGV[1] then
     return {1}
   end
-  if n == 0 and redis.call('HDEL', KEYS[3], ARGV[1]) == 1 then
+  if n == 0 and unwait(ARGV[1]) then
     redis.call('LREM', KEYS[2], 1, ARGV[1]) -- handed the lock, lost it unconfirmed
   end
   return {0}
@@ -41,7 +41,7 @@ if claim == 0 then
 end
 if h[5] and redis.call('EXISTS', KEYS[2]) == 1 then
   -- An owner the lock was handed to is still first in the queue.
-  if redis.call('HDEL', KEYS[3], ARGV[1]) == 1 then
+  if unwait(ARGV[1]) then
     redis.call('LREM', KEYS[2], 1, ARGV[1])
   end
   local o, tok, now = hand_off(ARGV[1], h[3], claim, ARGV[4])

@@ -26,6 +26,14 @@ var (
 	leaveSrc    string
 	leaveScript = newScript(queueSrc + leaveSrc)
 
+	//go:embed force.lua
+	forceSrc    string
+	forceScript = newScript(queueSrc + forceSrc)
+
+	//go:embed inspect.lua
+	inspectSrc    string
+	inspectScript = newScript(inspectSrc)
+
 	//go:embed renew.lua
 	renewSrc    string
 	renewScript = newScript(renewSrc)

@@ -106,6 +106,25 @@ func StartChild(t testing.TB, env, ready string) *exec.Cmd {
 	return cmd
 }
 
+// TokenWhenLocked takes key with l in a goroutine and sends on the
+// returned channel the fencing token it got once it holds key (0 after
+// an error, which fails the test), then unlocks.
+func TokenWhenLocked(t testing.TB, l lock.Locker, ctx context.Context, key string) <-chan uint64 {
+	ch := make(chan uint64, 1)
+	go func() {
+		lctx, unlock, err := l.Lock(ctx, key)
+		if err != nil {
+			t.Errorf("Lock(%q): %v", key, err)
+			ch <- 0
+			return
+		}
+		tok, _ := lock.FencingToken(lctx, key)
+		ch <- tok
+		_ = unlock()
+	}()
+	return ch
+}
+
 // Held reports whether the lock hash name (such as "lockkit:{k}") has a
 // holder in Redis: a released lock's hash stays a moment, free.
 func Held(t testing.TB, rdb redis.Cmdable, name string) bool {

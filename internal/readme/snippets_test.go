@@ -2,6 +2,9 @@ package readme_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -11,6 +14,7 @@ import (
 	"github.com/lockkit/lockkit/cronlock"
 	"github.com/lockkit/lockkit/ginlock"
 	"github.com/lockkit/lockkit/lock"
+	"github.com/lockkit/lockkit/locktest"
 	"github.com/lockkit/lockkit/otellock"
 )
 
@@ -85,5 +89,58 @@ func scale(addrs []string, node1, node2, node3 redis.UniversalClient) error {
 		return err
 	}
 	defer quorum.Close()
+	return nil
+}
+
+// The "Testing your code" block of README.md, word for word: two tests of
+// a user's charge, and that code.
+
+func TestChargeStopsWhenTheLockIsLost(t *testing.T) {
+	locker := locktest.New(t) // a *lock.Client on an embedded Redis, closed with the test
+	ctx, unlock, err := locker.Lock(context.Background(), "orders:42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	locktest.Lose(t, locker, "orders:42") // as if the lease had ended in Redis
+	if err := charge(ctx); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("charge after the loss: %v, want lock.ErrLost", err)
+	}
+}
+
+func TestOneChargeUnderContention(t *testing.T) {
+	locker := locktest.New(t)
+	var charges atomic.Int32
+	locktest.Contend(t, 10, func(int) error { // 10 goroutines, started together
+		return chargeOnce(context.Background(), locker, "orders:42", &charges)
+	})
+	if n := charges.Load(); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+}
+
+// charge is the user's work under a lock: it stops when the lock context
+// ended, with its cause.
+func charge(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// chargeOnce charges an order under its lock unless it was charged.
+func chargeOnce(ctx context.Context, locker lock.Locker, key string, charges *atomic.Int32) error {
+	ctx, unlock, err := locker.Lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if charges.Load() > 0 {
+		return nil
+	}
+	if err := charge(ctx); err != nil {
+		return err
+	}
+	charges.Add(1)
 	return nil
 }

@@ -1,0 +1,41 @@
+// Command lockkit shows who holds which lockkit locks in a Redis, watches
+// a lock change hands, and takes a stuck lock away from its holder.
+//
+//	go install github.com/lockkit/lockkit/cmd/lockkit@latest
+//
+// Usage:
+//
+//	lockkit [flags] ls [PATTERN]            held locks whose key matches PATTERN (default *)
+//	lockkit [flags] show KEY                holder, hold count, lease, token and queue of KEY
+//	lockkit [flags] watch KEY               KEY's holder, waiters and hand-offs as they change
+//	lockkit [flags] unlock --force [--yes] KEY
+//	                                        end KEY's hold (asks first unless --yes)
+//
+// Flags (before or after the verb; "lockkit VERB -h" lists them):
+//
+//	-redis URL    Redis to use; default $REDIS_URL, else redis://127.0.0.1:6379.
+//	              redis://[user:password@]host:port[/db] or rediss:// (TLS);
+//	              a comma-separated list of them is a Redis Cluster's seed
+//	              list, and one URL of a cluster node is found to be one;
+//	              with -quorum, the list is the independent masters of
+//	              lock.NewQuorum.
+//	-prefix P     key prefix the applications use (default "lockkit")
+//	-o FORMAT     table (default) or json: one JSON object per lock, event
+//	              or result, one a line
+//	-timeout D    bound of each Redis call (default 5s)
+//
+// Exit codes:
+//
+//	0  done (ls that found nothing, show of a free key, included)
+//	1  failure: Redis unreachable or refused a command
+//	2  bad usage: unknown verb or flag, missing or invalid argument
+//	3  unlock --force: KEY is not held; nothing changed
+//	4  unlock --force: not confirmed; nothing changed
+//
+// watch follows the lock from Redis's messages, never by polling: the
+// hand-off and turn messages lockkit sends on the key's channels, and,
+// when the server has keyspace notifications on (notify-keyspace-events
+// with K, g, h, l and x, for instance "Kghlx"), every change of the lock's
+// keys. Without notifications it says so, and re-reads the lock when the
+// holder's lease would end.
+package main

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// runLs lists held locks matching the pattern, sorted by key.
+func runLs(ctx context.Context, c *cli, args []string) int {
+	pattern := "*"
+	if len(args) == 1 {
+		pattern = args[0]
+	}
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	var infos []lock.LockInfo
+	for info, err := range c.client.Held(ctx, pattern) {
+		if errors.Is(err, lock.ErrInvalid) {
+			return c.usageErr("%v", err)
+		}
+		if err != nil {
+			return c.fail(err)
+		}
+		infos = append(infos, info)
+	}
+	slices.SortFunc(infos, func(a, b lock.LockInfo) int {
+		return strings.Compare(keyOf(a)+"\x00"+a.Node, keyOf(b)+"\x00"+b.Node)
+	})
+	var err error
+	if c.opts.output == "json" {
+		for _, in := range infos {
+			if err = writeJSON(c.env.stdout, infoJSON(in)); err != nil {
+				break
+			}
+		}
+	} else {
+		err = lsTable(c.env.stdout, infos)
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	return exitOK
+}

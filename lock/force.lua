@@ -1,0 +1,40 @@
+-- Ends the hold on a lock, whoever its owner (ForceUnlock; keys: see the
+-- queue part above).
+--
+-- ARGV[1]  who forces it: the owner noted as the last to release, after a
+--          '!' that marks the release as forced
+-- ARGV[2]  claim window in milliseconds; 0 when there is no queue
+-- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[4]  linger: how long (ms) the hash of a free lock stays
+--
+-- The old owner's renewals and re-entries then find it gone (so its
+-- watchdog ends its hold with ErrLost), and so does its unlock: r names
+-- the forcing Client, not the old owner. The lock goes to the first live
+-- waiter, with the next token, as a release would hand it over; without
+-- one it is marked free and the hash keeps the last token, so the next
+-- token is larger than the old owner's either way.
+--
+-- Returns {0} when no one held the lock; else {1, old owner, its token},
+-- followed by the waiter and its token when the lock was handed over.
+local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'q')
+if tonumber(h[2] or '0') == 0 then
+  return {0}
+end
+local from = '!' .. ARGV[1]
+local claim = tonumber(ARGV[2])
+local res = {1, h[1], tonumber(h[3] or '0')}
+if unwait(h[1]) then
+  redis.call('LREM', KEYS[2], 1, h[1]) -- a waiter the lock was handed to
+end
+if claim > 0 and h[4] and redis.call('EXISTS', KEYS[2]) == 1 then
+  local o, tok = hand_off(from, h[3], claim, ARGV[3])
+  if o then
+    res[4], res[5] = o, tok
+    return res
+  end
+end
+let_go(from, ARGV[4])
+if claim == 0 then
+  redis.call(ARGV[3], KEYS[4], from)
+end
+return res

@@ -1,0 +1,190 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// scanCount is the COUNT hint of each SCAN step of Held.
+const scanCount = 500
+
+// globEscaper escapes the characters of a prefix that SCAN's MATCH would
+// read as a pattern.
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+
+// tagUnescaper undoes tagEscaper.
+var tagUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
+
+// Held lists the locks whose key matches pattern (a glob as in Redis's
+// SCAN: '*', '?', [abc], '\' escapes) that are held or kept for a queued
+// waiter's turn, in no set order, each read as by [Client.Inspect]. It
+// scans with SCAN, never KEYS: on a Redis Cluster every master, in quorum
+// mode every node (each lock is then listed once per node that has it,
+// with Node set). Locks taken or released while the scan runs may or may
+// not be listed. Keys longer than 128 bytes once escaped are stored by
+// their digest: only a pattern that starts with '*' lists them, with Key
+// empty.
+//
+// Iteration stops at the first error, which is yielded: an error wrapping
+// [ErrInvalid] for an empty, oversized or malformed pattern, [ErrClosed]
+// after Close, or the Redis error. Every Redis call returns within ctx's
+// deadline.
+func (c *Client) Held(ctx context.Context, pattern string) iter.Seq2[LockInfo, error] {
+	return func(yield func(LockInfo, error) bool) {
+		if err := checkPattern(pattern); err != nil {
+			yield(LockInfo{}, err)
+			return
+		}
+		match := globEscaper.Replace(c.cfg.prefix) + ":{" + tagEscaper.Replace(pattern) + "}"
+		for _, nd := range c.nodes {
+			servers, err := c.servers(ctx, nd)
+			if err != nil {
+				yield(LockInfo{}, fmt.Errorf("lock: held %q: %w", pattern, err))
+				return
+			}
+			for _, srv := range servers {
+				if !c.scan(ctx, srv, match, len(c.nodes) > 1 || len(servers) > 1, yield) {
+					return
+				}
+			}
+		}
+	}
+}
+
+func checkPattern(pattern string) error {
+	switch {
+	case pattern == "":
+		return invalidf("empty pattern (use \"*\" for every key)")
+	case len(pattern) > MaxKeyLen:
+		return invalidf("pattern of %d bytes is longer than the maximum %d", len(pattern), MaxKeyLen)
+	}
+	if _, err := path.Match(pattern, ""); err != nil {
+		return invalidf("pattern %q: %v", pattern, err)
+	}
+	return nil
+}
+
+// servers returns the Redis servers that hold nd's keys: the masters of a
+// Redis Cluster, or nd's one server.
+func (c *Client) servers(ctx context.Context, nd *node) ([]*redis.Client, error) {
+	cc, ok := nd.rdb.(*redis.ClusterClient)
+	if !ok {
+		if r, ok := nd.rdb.(*redis.Client); ok {
+			return []*redis.Client{r}, nil
+		}
+		return nil, invalidf("cannot scan a %T", nd.rdb)
+	}
+	var mu sync.Mutex
+	var masters []*redis.Client
+	err := c.within(ctx, func(ctx context.Context) error {
+		return cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			masters = append(masters, m)
+			return nil
+		})
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	return masters, err
+}
+
+// scan yields the held locks of one server whose hash matches match; it
+// reports whether to go on.
+func (c *Client) scan(ctx context.Context, srv *redis.Client, match string, named bool, yield func(LockInfo, error) bool) bool {
+	addr := srv.Options().Addr
+	var cursor uint64
+	for {
+		var names []string
+		var infos []LockInfo
+		err := c.within(ctx, func(ctx context.Context) error {
+			var err error
+			names, cursor, err = srv.ScanType(ctx, cursor, match, scanCount, "hash").Result()
+			if err != nil || len(names) == 0 {
+				return err
+			}
+			infos, err = inspectMany(ctx, srv, names)
+			return err
+		})
+		if err != nil {
+			yield(LockInfo{}, fmt.Errorf("lock: held: %s: %w", addr, redisError(err)))
+			return false
+		}
+		for _, info := range infos {
+			key, ok := c.keyOf(info.Name)
+			if !ok || (!info.Held && !info.Reserved) {
+				continue
+			}
+			info.Key = key
+			if named {
+				info.Node = addr
+			}
+			if !yield(info, nil) {
+				return false
+			}
+		}
+		if cursor == 0 {
+			return true
+		}
+	}
+}
+
+// inspectMany reads the locks names of one server in one pipeline.
+func inspectMany(ctx context.Context, srv *redis.Client, names []string) ([]LockInfo, error) {
+	cmds := (&node{rdb: srv}).pipelined(ctx, len(names), func(i int) (script, []string, []any) {
+		return inspectScript, []string{names[i], names[i] + ":queue", names[i] + ":waits"}, []any{MaxListedWaiters}
+	})
+	infos := make([]LockInfo, 0, len(names))
+	for i, cmd := range cmds {
+		v, err := cmd.Slice()
+		if err == nil {
+			var info LockInfo
+			if info, err = parseInspect(names[i], v); err == nil {
+				infos = append(infos, info)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return infos, nil
+}
+
+// keyOf returns the user key of a lock hash's name: "" for one stored by
+// its digest; false when name is not a lock of c's prefix.
+func (c *Client) keyOf(name string) (string, bool) {
+	tag, ok := strings.CutPrefix(name, c.cfg.prefix+":{")
+	if !ok {
+		return "", false
+	}
+	tag, ok = strings.CutSuffix(tag, "}")
+	if !ok || strings.ContainsAny(tag, "{}") {
+		return "", false
+	}
+	if strings.HasPrefix(tag, "%h") {
+		return "", true
+	}
+	return tagUnescaper.Replace(tag), true
+}
+
+// within runs f with ctx in one of the Client's goroutines and returns its
+// error, or ctx's error when ctx is done first (f goes on in the
+// background until the Redis client gives up), or ErrClosed after Close.
+func (c *Client) within(ctx context.Context, f func(context.Context) error) error {
+	done := make(chan error, 1)
+	if !c.tasks.run(func() { done <- f(ctx) }) {
+		return ErrClosed
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,230 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxListedWaiters is how many waiters from the front of a lock's queue
+// [Client.Inspect] and [Client.Held] return (LockInfo.Waiters).
+const MaxListedWaiters = 10
+
+// LockInfo is what Redis holds about one lock, read in one atomic step.
+type LockInfo struct {
+	// Key is the lock's key. [Client.Held] leaves it empty for a key
+	// stored by its digest (escaped, longer than 128 bytes): Name then
+	// tells which.
+	Key string
+	// Name is the lock's hash in Redis, e.g. "lockkit:{orders:42}".
+	Name string
+	// Node is the address of the Redis server the lock was read from, in
+	// quorum mode and when [Client.Held] lists a Redis Cluster's masters.
+	Node string
+
+	// Held tells that an owner holds the lock: Holder, with HoldCount
+	// levels, for RemainingLease more (the key's TTL in Redis).
+	Held           bool
+	Holder         Owner
+	HoldCount      int
+	RemainingLease time.Duration
+	// Token is the last fencing token handed out: the holder's while Held.
+	// 0 when Redis keeps none (the lock's hash lapsed).
+	Token uint64
+
+	// LastReleasedBy is the owner of the last full release of the lock,
+	// while Redis keeps it (about a second after the release); Forced
+	// tells that it was a [Client.ForceUnlock], and LastReleasedBy is then
+	// the forcing Client's.
+	LastReleasedBy Owner
+	Forced         bool
+
+	// Reserved tells that the lock is free but kept for the turn of a
+	// queued waiter, ReservedFor, for TurnLeft more: [Client.TryLock]
+	// is refused meanwhile.
+	Reserved    bool
+	ReservedFor Owner
+	TurnLeft    time.Duration
+
+	// Waiting is the length of the wait queue; Waiters its first
+	// [MaxListedWaiters] entries, first come first. A waiter the lock was
+	// handed to stays first in the queue in Redis until it confirms (see
+	// the package documentation); it is the Holder, and counted in neither.
+	Waiting int
+	Waiters []Waiter
+
+	// Nodes is, in quorum mode, what each node holds ([Client.Inspect]);
+	// the fields above are then those of the holder on a majority of them.
+	Nodes []LockInfo
+	// Err is, in Nodes, why that node's state is unknown.
+	Err error
+}
+
+// Waiter is one queued [Client.Lock] call.
+type Waiter struct {
+	Owner Owner
+	// Waited is how long it has been in the queue, by Redis's clock.
+	Waited time.Duration
+}
+
+// Inspect returns what Redis holds about the lock of key: its holder and
+// hold count, remaining lease, last fencing token, wait queue, and whether
+// it is free but kept for a queued waiter's turn. It reads with one
+// script call per node and changes nothing.
+//
+// In quorum mode every node is read (each bounded by the node timeout):
+// Nodes has one entry per node, and the other fields are those of a holder
+// that a majority of nodes have (its smallest remaining lease); Token is
+// 0, as quorum mode has no fencing tokens.
+//
+// Inspect returns within ctx's deadline; it returns an error wrapping
+// [ErrInvalid] for an empty or oversized key, [ErrClosed] after Close,
+// or the Redis error (in quorum mode: when fewer than a majority of nodes
+// answered).
+func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
+	rk, err := c.operate(key)
+	if err != nil {
+		return LockInfo{}, err
+	}
+	rs := fanOut(c, ctx, c.callTimeout(c.cfg.lease), func(ctx context.Context, nd *node) (LockInfo, error) {
+		return inspectOne(ctx, nd.rdb, rk.keys()[:3])
+	}, nil)
+	if len(c.nodes) == 1 {
+		if rs[0].err != nil {
+			return LockInfo{}, fmt.Errorf("lock: inspect %q: %w", key, redisError(rs[0].err))
+		}
+		info := rs[0].val
+		info.Key = key
+		return info, nil
+	}
+	return c.majority(key, rk.lock, rs)
+}
+
+// operate checks a call of an operator's (Inspect, ForceUnlock) about key
+// and returns the key's Redis names.
+func (c *Client) operate(key string) (redisKeys, error) {
+	if err := checkKey(key); err != nil {
+		return redisKeys{}, err
+	}
+	if c.isClosed() {
+		return redisKeys{}, ErrClosed
+	}
+	return newRedisKeys(c.cfg.prefix, key), nil
+}
+
+// majority sums up the nodes' answers of a quorum Client's Inspect.
+func (c *Client) majority(key, name string, rs []nodeResult[LockInfo]) (LockInfo, error) {
+	info := LockInfo{Key: key, Name: name}
+	votes := map[string]int{}
+	var errs []error
+	for i, r := range rs {
+		n := r.val
+		n.Key, n.Name, n.Node, n.Err = key, name, nodeAddr(c.nodes[i].rdb), r.err
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n.Node, r.err))
+		} else if n.Held {
+			votes[n.Holder.ID]++
+		}
+		info.Nodes = append(info.Nodes, n)
+	}
+	if len(errs) > len(c.nodes)-c.quorum {
+		return LockInfo{}, fmt.Errorf("lock: inspect %q: fewer than %d nodes answered: %w", key, c.quorum, errors.Join(errs...))
+	}
+	for _, n := range info.Nodes {
+		if n.Err != nil || !n.Held || votes[n.Holder.ID] < c.quorum {
+			continue
+		}
+		if !info.Held || n.RemainingLease < info.RemainingLease {
+			info.Held, info.Holder, info.HoldCount, info.RemainingLease = true, n.Holder, n.HoldCount, n.RemainingLease
+		}
+	}
+	return info, nil
+}
+
+// inspectOne reads one lock from rdb: keys are its hash, queue and waits.
+func inspectOne(ctx context.Context, rdb redis.Scripter, keys []string) (LockInfo, error) {
+	v, err := inspectScript.Run(ctx, rdb, keys, MaxListedWaiters).Slice()
+	if err != nil {
+		return LockInfo{}, err
+	}
+	return parseInspect(keys[0], v)
+}
+
+// parseInspect reads inspect.lua's reply about the lock hash name.
+func parseInspect(name string, v []any) (LockInfo, error) {
+	if len(v) < 9 || (len(v)-9)%3 != 0 {
+		return LockInfo{}, fmt.Errorf("unexpected reply %v", v)
+	}
+	num, str := replyInt, replyStr
+	ms := func(n int64) time.Duration { return time.Duration(max(n, 0)) * time.Millisecond }
+	now, pttl := num(v[0]), num(v[1])
+	info := LockInfo{
+		Name:      name,
+		HoldCount: int(num(v[3])),
+		Token:     uint64(num(v[4])),
+		Waiting:   int(num(v[8])),
+	}
+	if r := str(v[5]); r != "" {
+		forcer, forced := strings.CutPrefix(r, "!")
+		info.LastReleasedBy, info.Forced = ParseOwner(forcer), forced
+	}
+	if info.HoldCount > 0 {
+		info.Held, info.Holder, info.RemainingLease = true, ParseOwner(str(v[2])), ms(pttl)
+	}
+	openUntil := num(v[7])
+	for i := 9; i < len(v); i += 3 {
+		if info.Held && str(v[i]) == info.Holder.ID {
+			info.Waiting-- // handed the lock, not confirmed yet
+			continue
+		}
+		w := Waiter{Owner: ParseOwner(str(v[i]))}
+		if joined := num(v[i+2]); joined > 0 {
+			w.Waited = ms(now - joined)
+		}
+		info.Waiters = append(info.Waiters, w)
+		// The first waiter whose deadline has not passed has the turn of a
+		// free lock with a queue (see queue.lua's first).
+		if deadline := num(v[i+1]); !info.Held && !info.Reserved && deadline > now {
+			info.Reserved, info.ReservedFor, info.TurnLeft = true, w.Owner, ms(deadline-now)
+			if openUntil > now {
+				info.TurnLeft = ms(openUntil - now)
+			}
+		}
+	}
+	return info, nil
+}
+
+// replyInt reads an integer of a script's reply, given as a number or a
+// string (a hash field); anything else is 0.
+func replyInt(x any) int64 {
+	switch x := x.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
+}
+
+// replyStr reads a string of a script's reply; anything else is "".
+func replyStr(x any) string {
+	s, _ := x.(string)
+	return s
+}
+
+// nodeAddr is the address of a node's Redis, for LockInfo.Node.
+func nodeAddr(rdb redis.UniversalClient) string {
+	switch r := rdb.(type) {
+	case *redis.Client:
+		return r.Options().Addr
+	case *redis.ClusterClient:
+		return strings.Join(r.Options().Addrs, ",")
+	}
+	return ""
+}

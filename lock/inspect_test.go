@@ -1,0 +1,187 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lock"
+)
+
+// queueWaiters starts n Lock calls of key on c, each on a Client of its
+// own labelled w<i>, and waits until Redis has them all queued.
+func queueWaiters(t *testing.T, rdb *redis.Client, key string, n int) []chan error {
+	t.Helper()
+	var done []chan error
+	for i := range n {
+		w := locktest.NewClient(t, rdb, lock.WithOwnerLabel("w"+string(rune('0'+i))))
+		ch := make(chan error, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go func() {
+			_, unlock, err := w.Lock(ctx, key)
+			if err == nil {
+				err = unlock()
+			}
+			ch <- err
+		}()
+		done = append(done, ch)
+		waitQueued(t, rdb, key, int64(i+1))
+	}
+	return done
+}
+
+func TestInspect(t *testing.T) {
+	_, rdb := newReal(t)
+	c := locktest.NewClient(t, rdb, lock.WithOwnerLabel("holder"))
+	ctx := context.Background()
+
+	free, err := c.Inspect(ctx, "orders:42")
+	if err != nil || free.Held || free.Reserved || free.Waiting != 0 || free.Name != "lockkit:{orders:42}" || free.Key != "orders:42" {
+		t.Fatalf("free key: %+v, %v", free, err)
+	}
+
+	held, unlock := locktest.MustLock(t, c, ctx, "orders:42", lock.WithLease(10*time.Second))
+	_, unlockInner := locktest.MustLock(t, c, held, "orders:42")
+	token, _ := lock.FencingToken(held, "orders:42")
+	time.Sleep(20 * time.Millisecond) // so that the waiters have waited a measurable time
+	queueWaiters(t, rdb, "orders:42", 2)
+	time.Sleep(30 * time.Millisecond)
+
+	info, err := c.Inspect(ctx, "orders:42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Held || info.Holder.Label != "holder" || info.HoldCount != 2 || info.Token != token {
+		t.Fatalf("held: %+v, want holder labelled holder, count 2, token %d", info, token)
+	}
+	if info.RemainingLease <= 9*time.Second || info.RemainingLease > 10*time.Second {
+		t.Fatalf("remaining lease %v, want just under 10 s", info.RemainingLease)
+	}
+	if info.Waiting != 2 || len(info.Waiters) != 2 || info.Waiters[0].Owner.Label != "w0" || info.Waiters[1].Owner.Label != "w1" {
+		t.Fatalf("waiters: %d %+v, want w0 then w1", info.Waiting, info.Waiters)
+	}
+	if w := info.Waiters[0]; w.Waited < 30*time.Millisecond || w.Waited > 5*time.Second || w.Waited < info.Waiters[1].Waited {
+		t.Fatalf("waited %v and %v: want at least 30 ms, the first longer", w.Waited, info.Waiters[1].Waited)
+	}
+	if info.Reserved {
+		t.Fatal("a held key reported reserved")
+	}
+	_ = unlockInner()
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	// The key went to w0: held by it, w1 still queued (w0 stays first
+	// until it confirms, then leaves the queue).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err = c.Inspect(ctx, "orders:42")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Held && info.Holder.Label == "w0" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !info.Held || info.Holder.Label != "w0" || info.Token != token+1 || info.LastReleasedBy.Label != "holder" || info.Forced {
+		t.Fatalf("after the release: %+v, want w0 holding with token %d, released by holder", info, token+1)
+	}
+}
+
+func TestInspectReserved(t *testing.T) {
+	mr, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	// A free key whose queue has a live waiter: its turn (as after a
+	// waiter that missed its turn was dropped).
+	now := time.Now()
+	mr.SetTime(now)
+	owner := "ab@web-9:7:queued:1"
+	mr.HSet("lockkit:{r}", "n", "0", "t", "5", "q", "1")
+	_, _ = mr.Lpush("lockkit:{r}:queue", owner)
+	mr.HSet("lockkit:{r}:waits", owner, itoa(now.Add(800*time.Millisecond).UnixMilli()), ">"+owner, itoa(now.Add(-2*time.Second).UnixMilli()))
+	info, err := c.Inspect(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Held || !info.Reserved || info.ReservedFor.Label != "queued" || info.TurnLeft <= 0 || info.TurnLeft > 800*time.Millisecond {
+		t.Fatalf("%+v: want free, reserved for queued for up to 800 ms", info)
+	}
+	if len(info.Waiters) != 1 || info.Waiters[0].Waited < 2*time.Second || info.Waiters[0].Waited > 3*time.Second {
+		t.Fatalf("waiters %+v: want one that waited 2 s", info.Waiters)
+	}
+	if _, _, err := c.TryLock(ctx, "r"); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("TryLock of a reserved key: %v", err)
+	}
+}
+
+func TestInspectBadInput(t *testing.T) {
+	_, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	for _, key := range []string{"", strings.Repeat("k", lock.MaxKeyLen+1)} {
+		if _, err := c.Inspect(ctx, key); !errors.Is(err, lock.ErrInvalid) {
+			t.Errorf("Inspect(%d bytes): %v, want ErrInvalid", len(key), err)
+		}
+		if _, err := c.ForceUnlock(ctx, key); !errors.Is(err, lock.ErrInvalid) {
+			t.Errorf("ForceUnlock(%d bytes): %v, want ErrInvalid", len(key), err)
+		}
+	}
+	for _, pattern := range []string{"", "[", strings.Repeat("k", lock.MaxKeyLen+1)} {
+		for _, err := range c.Held(ctx, pattern) {
+			if !errors.Is(err, lock.ErrInvalid) {
+				t.Errorf("Held(%.10q): %v, want ErrInvalid", pattern, err)
+			}
+		}
+	}
+	_ = c.Close()
+	if _, err := c.Inspect(ctx, "k"); err != lock.ErrClosed {
+		t.Errorf("Inspect after Close: %v", err)
+	}
+	if _, err := c.ForceUnlock(ctx, "k"); err != lock.ErrClosed {
+		t.Errorf("ForceUnlock after Close: %v", err)
+	}
+	for _, err := range c.Held(ctx, "*") {
+		if err != lock.ErrClosed && !errors.Is(err, lock.ErrClosed) {
+			t.Errorf("Held after Close: %v", err)
+		}
+	}
+}
+
+// TestOperateUnreachableRedis: every call returns the Redis error within
+// its context's deadline, and changes nothing.
+func TestOperateUnreachableRedis(t *testing.T) {
+	srv, rdb := newReal(t)
+	c := locktest.NewClient(t, rdb)
+	srv.Pause() // accepts connections, answers nothing
+	defer srv.Resume()
+	calls := map[string]func(ctx context.Context) error{
+		"Inspect":     func(ctx context.Context) error { _, err := c.Inspect(ctx, "k"); return err },
+		"ForceUnlock": func(ctx context.Context) error { _, err := c.ForceUnlock(ctx, "k"); return err },
+		"Held": func(ctx context.Context) error {
+			for _, err := range c.Held(ctx, "*") {
+				return err
+			}
+			return nil
+		},
+	}
+	for name, call := range calls {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		start := time.Now()
+		err := call(ctx)
+		took := time.Since(start)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || took > 300*time.Millisecond {
+			t.Errorf("%s on a stalled Redis: %v after %v, want the deadline's error within 200 ms + 100 ms", name, err, took)
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

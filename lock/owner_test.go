@@ -1,0 +1,71 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lock"
+)
+
+func TestOwnerLabelInRedis(t *testing.T) {
+	_, rdb := newReal(t)
+	c := locktest.NewClient(t, rdb, lock.WithOwnerLabel("payments-7f9c"))
+	ctx := context.Background()
+	_, unlock := locktest.MustLock(t, c, ctx, "labelled")
+	defer unlock()
+	id := rdb.HGet(ctx, "lockkit:{labelled}", "o").Val()
+	o := lock.ParseOwner(id)
+	host, _ := os.Hostname()
+	if o.Label != "payments-7f9c" || o.PID != os.Getpid() || o.Host == "" || !strings.HasPrefix(host, o.Host) {
+		t.Fatalf("owner %q reads as %+v, want label payments-7f9c, pid %d, host %q", id, o, os.Getpid(), host)
+	}
+	if got, want := o.String(), "payments-7f9c "+o.Host+"/"; !strings.HasPrefix(got, want) {
+		t.Fatalf("String() = %q, want prefix %q", got, want)
+	}
+}
+
+func TestOwnerWithoutLabel(t *testing.T) {
+	_, rdb := locktest.Mini(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	_, unlock := locktest.MustLock(t, c, ctx, "plain")
+	defer unlock()
+	o := lock.ParseOwner(rdb.HGet(ctx, "lockkit:{plain}", "o").Val())
+	if o.Label != "" || o.PID != os.Getpid() || o.Host == "" {
+		t.Fatalf("owner %+v: want host and pid, no label", o)
+	}
+}
+
+func TestParseOwner(t *testing.T) {
+	for _, tc := range []struct {
+		id   string
+		want lock.Owner
+	}{
+		{"ab@web-1:42:7", lock.Owner{ID: "ab@web-1:42:7", Host: "web-1", PID: 42}},
+		{"ab@web-1:42:pay:v2:7", lock.Owner{ID: "ab@web-1:42:pay:v2:7", Host: "web-1", PID: 42, Label: "pay:v2"}},
+		{"0123abcd:7", lock.Owner{ID: "0123abcd:7"}},     // an older Client's
+		{"ab@web-1:x:7", lock.Owner{ID: "ab@web-1:x:7"}}, // no pid
+		{"", lock.Owner{}},
+	} {
+		if got := lock.ParseOwner(tc.id); got != tc.want {
+			t.Errorf("ParseOwner(%q) = %+v, want %+v", tc.id, got, tc.want)
+		}
+	}
+}
+
+func TestOwnerLabelRefused(t *testing.T) {
+	_, rdb := locktest.Mini(t)
+	for _, label := range []string{"", "with space", "tab\there", "bell\a", strings.Repeat("x", lock.MaxOwnerLabel+1)} {
+		c, err := lock.New(rdb, lock.WithOwnerLabel(label))
+		if !errors.Is(err, lock.ErrInvalid) || !strings.Contains(err.Error(), "owner label") {
+			t.Errorf("WithOwnerLabel(%q): %v, want ErrInvalid naming the label", label, err)
+		}
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+}
