@@ -15,9 +15,9 @@ import (
 // faultRun is one run of the workload with a fault injected while it
 // runs.
 type faultRun struct {
-	srv      *redistest.Server  // the locks' Redis, or the one the fault hits
-	store    *redistest.Server  // the stores' Redis, which no fault touches
-	replica  *redistest.Server  // the locks' Redis's replica, with Sentinel
+	srv      *redistest.Server // the locks' Redis, or the one the fault hits
+	store    *redistest.Server // the stores' Redis, which no fault touches
+	replica  *redistest.Server // the locks' Redis's replica, with Sentinel
 	sentinel *redistest.Server
 	proxies  []*toxiproxy.Proxy // proxies[i] carries worker i's connections, if the workers dial through proxies
 	fleet    *fleet

@@ -77,17 +77,17 @@ type record struct {
 	Live   bool   `json:"live,omitempty"`   // the lock context was not cancelled at Exit
 	// Lost is when a context.AfterFunc on the lock context saw it cancelled
 	// with cause lock.ErrLost; 0 if it never was before unlock.
-	Lost   int64  `json:"lost,omitempty"`
-	Cause  string `json:"cause,omitempty"`  // the lock context's cause, if cancelled before unlock
-	Done   bool   `json:"done,omitempty"`   // the increments succeeded while the context was live
+	Lost  int64  `json:"lost,omitempty"`
+	Cause string `json:"cause,omitempty"` // the lock context's cause, if cancelled before unlock
+	Done  bool   `json:"done,omitempty"`  // the increments succeeded while the context was live
 	// Write is when the section sent its writes to the stores (just before
 	// the first); 0 if it sent none.
-	Write    int64 `json:"write,omitempty"`
-	Set      bool  `json:"set,omitempty"`       // the unfenced counter took the increment
-	FenceSet bool  `json:"fence_set,omitempty"` // the fenced store took it
-	Paused   bool  `json:"paused,omitempty"`    // the test froze the holder inside this section
-	Err    string `json:"err,omitempty"`    // Lock, GET or SET error
-	Unlock string `json:"unlock,omitempty"` // the UnlockFunc's error
+	Write    int64  `json:"write,omitempty"`
+	Set      bool   `json:"set,omitempty"`       // the unfenced counter took the increment
+	FenceSet bool   `json:"fence_set,omitempty"` // the fenced store took it
+	Paused   bool   `json:"paused,omitempty"`    // the test froze the holder inside this section
+	Err      string `json:"err,omitempty"`       // Lock, GET or SET error
+	Unlock   string `json:"unlock,omitempty"`    // the UnlockFunc's error
 }
 
 // recorder writes records as JSON lines, one write each.
