@@ -39,14 +39,15 @@ func startSentinel(t *testing.T, r *faultRun) []lockRedis {
 
 // injectFailovers asks the Sentinel for a failover while worker 0 is
 // inside its long section, and for another one back once the first
-// ended and the long section is over, unless the workers finished. A failover lasts until the
+// ended and the long section is over, as soon as a section is under way,
+// unless the workers finished. A failover lasts until the
 // promoted replica has the old primary as its replica, online: until
 // then a write of a lock has no replica to confirm it
 // (lock.WithReplicaAck).
 func injectFailovers(t *testing.T, r *faultRun) {
 	long := r.awaitLong(t)
 	r.failover(t, r.srv, r.replica)
-	if r.sleep(max(200*time.Millisecond, time.Duration(long.Enter+int64(r.long)-now()))) {
+	if r.sleep(max(200*time.Millisecond, time.Duration(long.Enter+int64(r.long)-now()))) && r.awaitHeld(t, r.replica) {
 		r.failover(t, r.replica, r.srv)
 	}
 }
@@ -108,7 +109,7 @@ func fate(long record, start int64) string {
 func startCluster(t *testing.T, r *faultRun) []lockRedis {
 	cl := redistest.StartCluster(t, 3)
 	ctx := context.Background()
-	master, err := cl.Client(t).MasterForKey(ctx, "faults")
+	master, err := cl.Client(t).MasterForKey(ctx, faultKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/redistest"
 )
@@ -61,6 +62,30 @@ func (r *faultRun) stores(t *testing.T) (counter, fenced int) {
 		t.Fatalf("read the stores: %v", err)
 	}
 	return counter, fenced
+}
+
+// awaitHeld waits until the key of TestFaults is held in srv, that is,
+// a section is under way: then a fault injected at once exposes it. It
+// reports false if the workers finished first, and fails t if the key is
+// not held within 10 s. A Redis that does not answer, or refuses (a
+// cluster master rejoining), holds no key yet.
+func (r *faultRun) awaitHeld(t *testing.T, srv *redistest.Server) bool {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	held := func() bool {
+		n, err := rdb.HGet(context.Background(), faultHash, "n").Int() // the hold count (docs/design.md)
+		return err == nil && n > 0
+	}
+	for deadline := now() + int64(10*time.Second); !held(); {
+		if now() > deadline {
+			t.Fatal("key not held within 10 s")
+		}
+		if !r.sleep(time.Millisecond) {
+			return false
+		}
+	}
+	return true
 }
 
 // exposed counts the sections that were under way, at least in part,

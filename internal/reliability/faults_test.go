@@ -30,6 +30,13 @@ type fault struct {
 	check  func(t *testing.T, r *faultRun, recs []record)
 }
 
+// faultKey is the key TestFaults locks; faultHash is its lock's hash in
+// Redis (see docs/design.md).
+const (
+	faultKey  = "faults"
+	faultHash = "lockkit:{faults}"
+)
+
 // sectionWork is how long a section holds the lock under a fault, so
 // that faults meet sections more often than the gaps between them.
 const sectionWork = 5 * time.Millisecond
@@ -47,7 +54,7 @@ func TestFaults(t *testing.T) {
 	t.Parallel()
 	for _, f := range []fault{
 		{
-			name: "latency spikes", sections: 300, lease: time.Second, long: 3 * time.Second, exposed: 10,
+			name: "latency spikes", sections: 300, lease: time.Second, long: 3 * time.Second, exposed: 20,
 			inject: injectLatency, check: checkLatency,
 		},
 		{
@@ -55,11 +62,11 @@ func TestFaults(t *testing.T) {
 			// of the loss precedes the key's expiry in Redis. The default, 1%
 			// of the lease + 2 ms, is less than this shared 2-core machine
 			// may leave a process without CPU when tests run in parallel.
-			name: "holder cut off", sections: 200, lease: 2 * time.Second, drift: 200 * time.Millisecond, long: time.Minute, exposed: 5,
+			name: "holder cut off", sections: 200, lease: 2 * time.Second, drift: 200 * time.Millisecond, long: time.Minute, exposed: 50,
 			inject: injectCut, check: checkLostInLease,
 		},
 		{
-			name: "connection resets", sections: 400, lease: time.Second, exposed: 5,
+			name: "connection resets", sections: 400, lease: time.Second, exposed: 8,
 			inject: injectResets,
 		},
 		{
@@ -71,12 +78,12 @@ func TestFaults(t *testing.T) {
 			start: direct(), inject: injectRedisFrozen, check: checkLostInLease,
 		},
 		{
-			name: "waiters frozen", sections: 200, lease: time.Second, long: 500 * time.Millisecond, exposed: 10,
+			name: "waiters frozen", sections: 200, lease: time.Second, long: 500 * time.Millisecond, exposed: 50,
 			start: direct(), inject: injectWaitersFrozen,
 		},
 		{
-			name: "holder frozen", sections: 200, lease: time.Second, long: time.Minute, pause: true, exposed: 5,
-			start: direct(), inject: injectHolderFrozen,
+			name: "holder frozen", sections: 200, lease: time.Second, long: time.Minute, pause: true, exposed: 50,
+			start: direct(), inject: injectHolderFrozen, check: checkHolderFrozen,
 		},
 		{
 			name: "Redis full", sections: 200, lease: time.Second, long: 1500 * time.Millisecond, exposed: 1,
@@ -87,8 +94,8 @@ func TestFaults(t *testing.T) {
 			start: startSentinel, inject: injectFailovers, check: checkFailover,
 		},
 		{
-			name: "cluster master killed", sections: 200, lease: time.Second, long: time.Minute, exposed: 1,
-			start: startCluster, inject: injectRestarts(1), check: checkRestart,
+			name: "cluster master killed", sections: 200, lease: time.Second, long: time.Minute, exposed: 2,
+			start: startCluster, inject: injectRestarts(2), check: checkRestart,
 		},
 	} {
 		t.Run(f.name, func(t *testing.T) {
@@ -97,7 +104,7 @@ func TestFaults(t *testing.T) {
 			if start == nil {
 				start = proxied
 			}
-			cfgs := workload("faults", start(t, r), r.store.Addr, f.sections, f.lease)
+			cfgs := workload(faultKey, start(t, r), r.store.Addr, f.sections, f.lease)
 			cfgs[0].Long, cfgs[0].Pause = f.long, f.pause
 			for i := range cfgs {
 				cfgs[i].Drift, cfgs[i].ReplicaAck, cfgs[i].Work = f.drift, f.replicaAck, sectionWork
@@ -203,18 +210,19 @@ func checkLostInLease(t *testing.T, r *faultRun, recs []record) {
 }
 
 // injectRestarts returns a fault that restarts the locks' Redis n times
-// (SIGTERM, then a new empty redis-server on the same port): first while
-// worker 0 is inside its long section, then 200 ms after Redis came
-// back, unless the workers finished. Redis is kept out of reach for one
-// and a quarter leases from each stop: a delayed restart, without which a
-// restarted Redis hands out keys whose holders' leases have not run out
-// (see TestRestartWithoutPersistence).
+// (SIGKILL, then a new empty redis-server on the same port): first while
+// worker 0 is inside its long section, then each time 200 ms after Redis
+// came back, as soon as a section is under way, unless the workers
+// finished. Redis is kept out of reach for one and a quarter leases from
+// each kill: a delayed restart, without which a restarted Redis hands out
+// keys whose holders' leases have not run out (see
+// TestRestartWithoutPersistence).
 func injectRestarts(n int) func(*testing.T, *faultRun) {
 	return func(t *testing.T, r *faultRun) {
 		r.awaitLong(t)
 		r.restartDelayed(t)
 		for range n - 1 {
-			if !r.sleep(200 * time.Millisecond) {
+			if !r.sleep(200*time.Millisecond) || !r.awaitHeld(t, r.srv) {
 				return
 			}
 			r.restartDelayed(t)
@@ -222,15 +230,15 @@ func injectRestarts(n int) func(*testing.T, *faultRun) {
 	}
 }
 
-// restartDelayed stops the locks' Redis and the workers' proxies to it,
-// if any, and starts them again one and a quarter leases after the stop.
+// restartDelayed kills the locks' Redis and stops the workers' proxies
+// to it, if any, and starts them again one and a quarter leases after.
 func (r *faultRun) restartDelayed(t *testing.T) {
 	stop := now()
 	r.restarts = append(r.restarts, stop)
 	for _, p := range r.proxies {
 		p.Stop()
 	}
-	r.srv.Stop()
+	r.srv.Kill()
 	time.Sleep(time.Duration(int64(r.lease*5/4) - (now() - stop)))
 	r.srv.Restart()
 	if r.restarted != nil {

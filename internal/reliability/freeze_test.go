@@ -9,11 +9,12 @@ import (
 
 // injectRedisFrozen freezes the locks' Redis with SIGSTOP while worker 0
 // is inside its long section, for one and a half leases, then for 300 ms
-// (within a lease) every 700 ms until the workers finish.
+// (within a lease) 400 ms after it was continued, as soon as a section is
+// under way, until the workers finish.
 func injectRedisFrozen(t *testing.T, r *faultRun) {
 	r.awaitLong(t)
 	more := r.freezeRedis(r.lease * 3 / 2)
-	for more && r.sleep(400*time.Millisecond) {
+	for more && r.sleep(400*time.Millisecond) && r.awaitHeld(t, r.srv) {
 		more = r.freezeRedis(300 * time.Millisecond)
 	}
 }
@@ -39,15 +40,17 @@ func injectWaitersFrozen(t *testing.T, r *faultRun) {
 	r.freezeWorker(t, 1, 3*time.Second)
 }
 
-// injectHolderFrozen freezes worker 0 with SIGSTOP for three leases
+// injectHolderFrozen freezes worker 0 with SIGSTOP for four leases
 // where its long section waits: the holder has read the stores and
 // checked that its lock context is live, and is about to write. Worker
-// 0's other Clients, waiting in the queue, are frozen with it. After
+// 0's other Clients, waiting in the queue, are frozen with it: after the
+// lease, each costs the others up to a claim window (1 s) when its turn
+// comes, and the others still have a second. After
 // SIGCONT the holder makes its writes: what the lock context alone
 // cannot keep out and a fenced store refuses (see report.requireSafe).
 func injectHolderFrozen(t *testing.T, r *faultRun) {
 	r.awaitLong(t)
-	r.freezeWorker(t, 0, 3*r.lease)
+	r.freezeWorker(t, 0, 4*r.lease)
 	if _, err := io.WriteString(r.fleet.children[0].stdin, "go\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -68,4 +71,17 @@ func (r *faultRun) freezeWorker(t *testing.T, w int, d time.Duration) {
 		t.Fatal(err)
 	}
 	r.windows = append(r.windows, window{-1, start, now()})
+}
+
+// checkHolderFrozen: the frozen holder's write went to both stores after
+// another section had entered; the unfenced counter took it, the fenced
+// store refused it.
+func checkHolderFrozen(t *testing.T, r *faultRun, recs []record) {
+	long, next := longSection(t, recs)
+	if !long.Paused || !long.Set || long.FenceSet || long.Write <= next.Enter {
+		t.Fatalf("frozen holder: paused %v, write %s after the next entry, taken by the counter %v, by the fenced store %v; want a stale write the counter took and the fenced store refused",
+			long.Paused, ms(long.Write-next.Enter), long.Set, long.FenceSet)
+	}
+	t.Logf("holder frozen for %s; it wrote %s after the next holder entered, its lock context %s at that moment",
+		ms(r.windows[0].end-r.windows[0].start), ms(long.Write-next.Enter), liveWord(long.Lost == 0 || long.Lost > long.Write))
 }

@@ -198,7 +198,7 @@ func (w *contender) run(ctx context.Context) error {
 			return nil
 		}
 		rec := w.section(ctx, long)
-		long = false
+		long = long && rec.Kind != "section"
 		if err := w.out.emit(rec); err != nil {
 			return err
 		}
