@@ -78,7 +78,7 @@ func TestFaults(t *testing.T) {
 			start: direct(), inject: injectRedisFrozen, check: checkLostInLease,
 		},
 		{
-			name: "waiters frozen", sections: 200, lease: time.Second, long: 500 * time.Millisecond, exposed: 50,
+			name: "waiters frozen", sections: 200, lease: time.Second, long: 500 * time.Millisecond, exposed: 20,
 			start: direct(), inject: injectWaitersFrozen,
 		},
 		{

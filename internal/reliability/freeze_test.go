@@ -31,13 +31,14 @@ func (r *faultRun) freezeRedis(d time.Duration) bool {
 	return more
 }
 
-// injectWaitersFrozen freezes worker 1 with SIGSTOP for 3 s while worker
-// 0 is inside its long section: each of worker 1's Clients is waiting in
-// the key's queue then. The other workers' sections go on meanwhile,
-// passing over the frozen waiters when their turns come.
+// injectWaitersFrozen freezes worker 1 with SIGSTOP for 4 s while worker
+// 0 is inside its long section: each of worker 1's 3 Clients is waiting
+// in the key's queue then. The other workers' sections go on meanwhile,
+// passing over the frozen waiters when their turns come, at the cost of
+// up to a claim window (1 s) each.
 func injectWaitersFrozen(t *testing.T, r *faultRun) {
 	r.awaitLong(t)
-	r.freezeWorker(t, 1, 3*time.Second)
+	r.freezeWorker(t, 1, 4*time.Second)
 }
 
 // injectHolderFrozen freezes worker 0 with SIGSTOP for four leases
