@@ -79,7 +79,7 @@ func TestFaults(t *testing.T) {
 		},
 		{
 			name: "waiters frozen", sections: 200, lease: time.Second, long: 500 * time.Millisecond, exposed: 20,
-			start: direct(), inject: injectWaitersFrozen,
+			start: direct(), inject: injectWaitersFrozen, check: checkWaitersFrozen,
 		},
 		{
 			name: "holder frozen", sections: 200, lease: time.Second, long: time.Minute, pause: true, exposed: 50,
@@ -87,7 +87,7 @@ func TestFaults(t *testing.T) {
 		},
 		{
 			name: "Redis full", sections: 200, lease: time.Second, long: 1500 * time.Millisecond, exposed: 1,
-			start: direct("--maxmemory", "4mb", "--maxmemory-policy", "noeviction"), inject: injectFull, check: checkFull,
+			start: direct("--maxmemory", "4mb", "--maxmemory-policy", "noeviction", "--enable-debug-command", "local"), inject: injectFull, check: checkFull,
 		},
 		{
 			name: "Sentinel failovers", sections: 200, lease: 2 * time.Second, long: 1500 * time.Millisecond, replicaAck: 1, exposed: 2,

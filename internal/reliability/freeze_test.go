@@ -1,7 +1,9 @@
 package reliability_test
 
 import (
+	"cmp"
 	"io"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -85,4 +87,30 @@ func checkHolderFrozen(t *testing.T, r *faultRun, recs []record) {
 	}
 	t.Logf("holder frozen for %s; it wrote %s after the next holder entered, its lock context %s at that moment",
 		ms(r.windows[0].end-r.windows[0].start), ms(long.Write-next.Enter), liveWord(long.Lost == 0 || long.Lost > long.Write))
+}
+
+// checkWaitersFrozen: the frozen waiters kept the key free, in gaps of
+// more than 100 ms between one section's exit and the next entry, for at
+// most one claim window (1 s) per frozen Client, plus 500 ms.
+func checkWaitersFrozen(t *testing.T, r *faultRun, recs []record) {
+	w := r.windows[0]
+	var secs []record
+	for _, rec := range recs {
+		if rec.Kind == "section" {
+			secs = append(secs, rec)
+		}
+	}
+	slices.SortFunc(secs, func(a, b record) int { return cmp.Compare(a.Enter, b.Enter) })
+	var stalled, longest, lastExit int64
+	for _, rec := range secs {
+		if gap := rec.Enter - lastExit; lastExit > 0 && gap > int64(100*time.Millisecond) && rec.Enter > w.start && lastExit < w.end {
+			stalled += gap
+			longest = max(longest, gap)
+		}
+		lastExit = max(lastExit, rec.Exit)
+	}
+	if limit := int64(clientsPerWorker)*int64(time.Second) + int64(500*time.Millisecond); stalled > limit {
+		t.Errorf("the key stood free %s in all during the freeze, more than %s", ms(stalled), ms(limit))
+	}
+	t.Logf("during the %s freeze the key stood free %s in gaps over 100 ms, the longest %s", ms(w.end-w.start), ms(stalled), ms(longest))
 }

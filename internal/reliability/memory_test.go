@@ -2,30 +2,30 @@ package reliability_test
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockkit/lockkit/lock"
 )
 
 // injectFull fills the locks' Redis, whose maxmemory policy is
-// noeviction, while worker 0 is inside its long section, until it refuses
-// every write, and frees the memory two leases later.
+// noeviction, while worker 0 is inside its long section: 2,000 values of
+// 4 KiB in database 1, twice its 4 MB maxmemory, written with DEBUG
+// POPULATE, which ignores the limit. Redis then refuses every command
+// that may need memory until they are deleted two leases later.
 func injectFull(t *testing.T, r *faultRun) {
-	rdb := r.srv.Client(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.srv.Addr, DB: 1})
+	defer rdb.Close()
+	ctx := context.Background()
 	r.awaitLong(t)
 	start := now()
-	keys := redistest.Fill(t, rdb)
-	// Redis's own buffers shrink after the filling: fill it up again
-	// every 20 ms, so that it stays full.
-	for now()-start < int64(2*r.lease) && r.sleep(20*time.Millisecond) {
-		keys = append(keys, redistest.Fill(t, rdb)...)
+	if err := rdb.Do(ctx, "DEBUG", "POPULATE", 2000, "fill", 4096).Err(); err != nil {
+		t.Fatalf("DEBUG POPULATE: %v", err)
 	}
-	slices.Sort(keys)
-	if err := rdb.Del(context.Background(), slices.Compact(keys)...).Err(); err != nil {
+	r.sleep(2 * r.lease)
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	r.windows = append(r.windows, window{-1, start, now()})
