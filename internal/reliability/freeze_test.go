@@ -11,12 +11,12 @@ import (
 
 // injectRedisFrozen freezes the locks' Redis with SIGSTOP while worker 0
 // is inside its long section, for one and a half leases, then for 300 ms
-// (within a lease) 400 ms after it was continued, as soon as a section is
+// (within a lease) 200 ms after it was continued, as soon as a section is
 // under way, until the workers finish.
 func injectRedisFrozen(t *testing.T, r *faultRun) {
 	r.awaitLong(t)
 	more := r.freezeRedis(r.lease * 3 / 2)
-	for more && r.sleep(400*time.Millisecond) && r.awaitHeld(t, r.srv) {
+	for more && r.sleep(200*time.Millisecond) && r.awaitHeld(t, r.srv) {
 		more = r.freezeRedis(300 * time.Millisecond)
 	}
 }
