@@ -74,7 +74,7 @@ func TestFaults(t *testing.T) {
 			inject: injectRestarts(3), check: checkRestart,
 		},
 		{
-			name: "Redis frozen", sections: 200, lease: time.Second, drift: 200 * time.Millisecond, long: time.Minute, exposed: 3,
+			name: "Redis frozen", sections: 200, lease: time.Second, drift: 200 * time.Millisecond, long: time.Minute, exposed: 4,
 			start: direct(), inject: injectRedisFrozen, check: checkLostInLease,
 		},
 		{
@@ -197,16 +197,16 @@ func injectCut(t *testing.T, r *faultRun) {
 // first fault window, had its context cancelled with ErrLost within its
 // lease, before the next holder entered (the late check of analyse).
 func checkLostInLease(t *testing.T, r *faultRun, recs []record) {
-	cut := r.windows[0]
+	w := r.windows[0]
 	long, next := longSection(t, recs)
 	if long.Lost == 0 || long.Cause != lock.ErrLost.Error() {
-		t.Fatalf("cut-off holder: loss at %d, cause %q; want ErrLost", long.Lost, long.Cause)
+		t.Fatalf("holder under the fault: loss at %d, cause %q; want ErrLost", long.Lost, long.Cause)
 	}
-	if d := long.Lost - cut.start; d > int64(r.lease) {
-		t.Errorf("cut-off holder saw its loss %s after the fault began, more than the %v lease", ms(d), r.lease)
+	if d := long.Lost - w.start; d > int64(r.lease) {
+		t.Errorf("holder under the fault saw its loss %s after it began, more than the %v lease", ms(d), r.lease)
 	}
 	t.Logf("holder entered %s before the fault began, was told %s after it began (lease %v); next holder entered %s after it began, %s after the holder was told",
-		ms(cut.start-long.Enter), ms(long.Lost-cut.start), r.lease, ms(next.Enter-cut.start), ms(next.Enter-long.Lost))
+		ms(w.start-long.Enter), ms(long.Lost-w.start), r.lease, ms(next.Enter-w.start), ms(next.Enter-long.Lost))
 }
 
 // injectRestarts returns a fault that restarts the locks' Redis n times
