@@ -62,7 +62,7 @@ func TestFaults(t *testing.T) {
 			// of the loss precedes the key's expiry in Redis. The default, 1%
 			// of the lease + 2 ms, is less than this shared 2-core machine
 			// may leave a process without CPU when tests run in parallel.
-			name: "holder cut off", sections: 200, lease: 2 * time.Second, drift: 200 * time.Millisecond, long: time.Minute, exposed: 50,
+			name: "holder cut off", sections: 200, lease: time.Second, drift: 200 * time.Millisecond, long: time.Minute, exposed: 50,
 			inject: injectCut, check: checkLostInLease,
 		},
 		{
@@ -172,16 +172,18 @@ func cut(stream string) toxic {
 }
 
 // injectCut cuts worker 0's connections, in both directions, while it is
-// inside its long section, for one and a half leases; then one worker's
-// after another, each for 300 ms (within a lease) every 600 ms, until the
-// workers finish.
+// inside its long section, for four leases: its 2 other Clients, queued,
+// are cut off too, and each may cost the others a claim window (1 s)
+// when its turn comes, after the lease; the others still have a second.
+// Then it cuts one worker's connections after another, each for 300 ms
+// (within a lease) every 600 ms, until the workers finish.
 func injectCut(t *testing.T, r *faultRun) {
 	rec := r.awaitLong(t)
 	for _, stream := range []string{"upstream", "downstream"} {
 		r.apply(t, rec.Worker, cut(stream))
 	}
 	start := now()
-	time.Sleep(r.lease * 3 / 2)
+	time.Sleep(4 * r.lease)
 	for _, stream := range []string{"upstream", "downstream"} {
 		r.remove(t, rec.Worker, "cut-"+stream)
 	}
