@@ -64,20 +64,30 @@ func (r *faultRun) stores(t *testing.T) (counter, fenced int) {
 	return counter, fenced
 }
 
-// awaitHeld waits until the key of TestFaults is held in srv, that is,
-// a section is under way: then a fault injected at once exposes it. It
-// reports false if the workers finished first, and fails t if the key is
-// not held within 10 s. A Redis that does not answer, or refuses (a
-// cluster master rejoining), holds no key yet.
+// awaitHeld waits until the key of TestFaults is held in srv by the same
+// holder (fencing token) at two looks 1 ms apart, so that its section is
+// under way, not just handed to a waiter about to start it: then a fault
+// injected at once exposes it. It reports false if the workers finished
+// first, and fails t if the key is not held within 10 s. A Redis that
+// does not answer, or refuses (a cluster master rejoining), holds no key.
 func (r *faultRun) awaitHeld(t *testing.T, srv *redistest.Server) bool {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer rdb.Close()
-	held := func() bool {
-		n, err := rdb.HGet(context.Background(), faultHash, "n").Int() // the hold count (docs/design.md)
-		return err == nil && n > 0
+	holder := func() string {
+		v, err := rdb.HMGet(context.Background(), faultHash, "n", "t").Result() // hold count and token (docs/design.md)
+		if err != nil || v[0] == nil || v[0] == "0" || v[1] == nil {
+			return ""
+		}
+		return v[1].(string)
 	}
-	for deadline := now() + int64(10*time.Second); !held(); {
+	deadline := now() + int64(10*time.Second)
+	for last := ""; ; {
+		h := holder()
+		if h != "" && h == last {
+			return true
+		}
+		last = h
 		if now() > deadline {
 			t.Fatal("key not held within 10 s")
 		}
@@ -85,7 +95,6 @@ func (r *faultRun) awaitHeld(t *testing.T, srv *redistest.Server) bool {
 			return false
 		}
 	}
-	return true
 }
 
 // exposed counts the sections that were under way, at least in part,
