@@ -237,11 +237,16 @@ func (w *contender) section(ctx context.Context, long bool) record {
 	wctx := lctx
 	v, fv, err := readStores(lctx, w.store)
 	if err == nil && long {
-		_ = w.out.emit(record{Kind: "long", Worker: w.cfg.ID, Client: w.client, Enter: rec.Enter})
+		// The paused holder checks its context before it says it is inside:
+		// the test freezes it as soon as it reads that, whatever line the
+		// holder is at.
 		if w.cfg.Pause && lctx.Err() == nil {
-			// The holder checked its context: whatever happens while it is
-			// frozen, its write goes out, as one already on its way would.
+			// Whatever happens while it is frozen, its write goes out, as
+			// one already on its way would.
 			rec.Paused, wctx = true, context.WithoutCancel(lctx)
+		}
+		_ = w.out.emit(record{Kind: "long", Worker: w.cfg.ID, Client: w.client, Enter: rec.Enter})
+		if rec.Paused {
 			_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 		} else {
 			hold(lctx, w.cfg.Long)
