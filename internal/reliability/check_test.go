@@ -24,6 +24,19 @@ type report struct {
 	tokens   []string // a fencing token not above the previous one
 	maxGap   int64    // longest time between one section's end and the next entry
 	span     int64    // first entry to last exit
+
+	// Writes to the stores. A write is stale when it was sent after
+	// another section had entered: the writer's lease had run out. The
+	// time is taken before the write, so a write counted stale surely was;
+	// one sent just after the next entry may go uncounted.
+	sets, fenceSets  int      // writes the unfenced counter and the fenced store took
+	staleSets        []string // stale writes the unfenced counter took
+	staleFenceSets   []string // stale writes the fenced store took
+	fenceRefused     int      // writes the fenced store refused
+	lostIncrements   int      // sets minus the counter's value (see countStores)
+	lostFenced       int      // fenceSets minus the fenced store's value
+	paused           int      // sections the test froze inside (see workerConfig.Pause)
+	pausedOverlapped int      // sections entered while a frozen holder's context was live
 }
 
 // liveEnd is the end of the time r's holder was inside its section with a
@@ -66,8 +79,31 @@ func analyse(recs []record, epochs ...int64) report {
 		} else {
 			rep.failed++
 		}
+		rep.countWrites(secs, i)
+		for epoch < len(epochs) && r.Enter > epochs[epoch] {
+			epoch++
+			lastToken = 0
+		}
+		if r.Fenced {
+			if r.Token <= lastToken {
+				rep.tokens = append(rep.tokens, fmt.Sprintf("%s got token %d after %d", who(r), r.Token, lastToken))
+			}
+			lastToken = r.Token
+		}
 		if r.Lost > 0 || r.Unlock == lock.ErrLost.Error() {
 			rep.lost++
+		}
+		if r.Paused {
+			// A holder frozen inside its section cannot know that its lease
+			// ran out: the sections entered meanwhile are counted, not
+			// judged, and it is left out of the checks of the others.
+			rep.paused++
+			for _, s := range secs[i+1:] {
+				if s.Enter < liveEnd(r) {
+					rep.pausedOverlapped++
+				}
+			}
+			continue
 		}
 		if !r.Live && r.Lost == 0 {
 			rep.causes = append(rep.causes, fmt.Sprintf("%s: context ended by %q", who(r), r.Cause))
@@ -80,7 +116,7 @@ func analyse(recs []record, epochs ...int64) report {
 			rep.late = append(rep.late, fmt.Sprintf("%s saw its loss %s after %s entered",
 				who(r), ms(r.Lost-secs[i+1].Enter), who(secs[i+1])))
 		}
-		if i > 0 {
+		if maxEnd > 0 {
 			if r.Enter <= maxEnd {
 				rep.overlaps = append(rep.overlaps, fmt.Sprintf("%s entered %s before %s left",
 					who(r), ms(maxEnd-r.Enter), who(prev)))
@@ -88,18 +124,8 @@ func analyse(recs []record, epochs ...int64) report {
 				rep.maxGap = max(rep.maxGap, r.Enter-maxEnd)
 			}
 		}
-		if e := liveEnd(r); i == 0 || e > maxEnd {
+		if e := liveEnd(r); e > maxEnd {
 			maxEnd, prev = e, r
-		}
-		for epoch < len(epochs) && r.Enter > epochs[epoch] {
-			epoch++
-			lastToken = 0
-		}
-		if r.Fenced {
-			if r.Token <= lastToken {
-				rep.tokens = append(rep.tokens, fmt.Sprintf("%s got token %d after %d", who(r), r.Token, lastToken))
-			}
-			lastToken = r.Token
 		}
 	}
 	if len(secs) > 0 {
@@ -109,10 +135,60 @@ func analyse(recs []record, epochs ...int64) report {
 	return rep
 }
 
-// requireSafe fails t for any overlap, late loss, unexplained cancellation
-// or out-of-order token.
+// countWrites counts the writes of secs[i], of sections sorted by entry.
+func (rep *report) countWrites(secs []record, i int) {
+	r := secs[i]
+	if r.Set {
+		rep.sets++
+	}
+	if r.FenceSet {
+		rep.fenceSets++
+	} else if r.Fenced && r.Set {
+		rep.fenceRefused++
+	}
+	if r.Write == 0 || i+1 == len(secs) || secs[i+1].Enter >= r.Write {
+		return
+	}
+	stale := fmt.Sprintf("%s wrote %s after %s entered", who(r), ms(r.Write-secs[i+1].Enter), who(secs[i+1]))
+	if r.Set {
+		rep.staleSets = append(rep.staleSets, stale)
+	}
+	if r.FenceSet {
+		rep.staleFenceSets = append(rep.staleFenceSets, stale)
+	}
+}
+
+// countStores sets the increments lost, from the values of the unfenced
+// counter and of the fenced store. The stores' Redis is reached directly
+// and no fault touches it, so every write a store took is known: anything
+// but 0 means increments that read the same value, or a stale write that
+// set the value back.
+func (rep *report) countStores(counter, fenced int) {
+	rep.lostIncrements = rep.sets - counter
+	rep.lostFenced = rep.fenceSets - fenced
+}
+
+// requireSafe fails t for any overlap, late loss, unexpected cancellation,
+// out-of-order token, stale write taken or lost increment. When the test
+// froze a holder inside its section, it requires instead what the docs
+// say of pauses, of the unfenced counter: sections entered while the
+// frozen holder's context was live, and its stale write taken, costing
+// increments; the fenced store must still take no stale write.
 func (rep report) requireSafe(t *testing.T) {
 	t.Helper()
+	unfenced := rep.staleSets
+	if rep.paused > 0 {
+		unfenced = nil
+		if rep.pausedOverlapped == 0 || len(rep.staleSets) == 0 || rep.lostIncrements <= 0 {
+			t.Errorf("frozen holder: %d sections entered while its context was live, %d stale writes taken by the counter, %d increments lost: want at least one of each",
+				rep.pausedOverlapped, len(rep.staleSets), rep.lostIncrements)
+		}
+	} else if rep.lostIncrements != 0 {
+		t.Errorf("counter: %d increments lost", rep.lostIncrements)
+	}
+	if rep.lostFenced != 0 {
+		t.Errorf("fenced store: %d increments lost", rep.lostFenced)
+	}
 	for _, group := range []struct {
 		what string
 		list []string
@@ -121,6 +197,8 @@ func (rep report) requireSafe(t *testing.T) {
 		{"losses seen too late", rep.late},
 		{"unexpected cancellations", rep.causes},
 		{"fencing tokens out of order", rep.tokens},
+		{"stale writes taken by the counter", unfenced},
+		{"stale writes taken by the fenced store", rep.staleFenceSets},
 	} {
 		for i, s := range group.list {
 			if i == 5 {
@@ -133,8 +211,14 @@ func (rep report) requireSafe(t *testing.T) {
 }
 
 func (rep report) String() string {
-	return fmt.Sprintf("%d sections done, %d failed, %d Lock errors, %d overlaps, %d leases lost (%d seen late), longest gap %s, %s in all",
-		rep.sections, rep.failed, rep.lockErrs, len(rep.overlaps), rep.lost, len(rep.late), ms(rep.maxGap), ms(rep.span))
+	s := fmt.Sprintf("%d sections done, %d failed, %d Lock errors, %d overlaps, %d leases lost (%d seen late), longest gap %s, %s in all; "+
+		"counter: %d stale writes taken, %d increments lost; fenced store: %d stale writes taken, %d refused, %d increments lost",
+		rep.sections, rep.failed, rep.lockErrs, len(rep.overlaps), rep.lost, len(rep.late), ms(rep.maxGap), ms(rep.span),
+		len(rep.staleSets), rep.lostIncrements, len(rep.staleFenceSets), rep.fenceRefused, rep.lostFenced)
+	if rep.paused > 0 {
+		s += fmt.Sprintf("; %d sections entered while the frozen holder's context was live", rep.pausedOverlapped)
+	}
+	return s
 }
 
 // logErrors logs the errors the workers saw, the most frequent first.

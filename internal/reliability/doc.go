@@ -7,25 +7,33 @@
 //
 //   - Mutual exclusion across processes: the test binary re-executes itself
 //     as 4 worker processes with 3 Clients each, which run critical
-//     sections on one key, each a non-atomic GET/SET increment, recording
-//     fencing token, enter and exit time from CLOCK_MONOTONIC (one clock
-//     for every process on the machine): 2,000 on one Redis, 500 in quorum
-//     mode over 3. No two sections overlap, tokens increase in entry order
-//     and the counter equals the number of sections.
-//   - The same under faults injected by toxiproxy, run as a library between
-//     each worker and Redis: 200 ms latency spikes, one holder's connection
-//     cut for longer than its lease (its context is cancelled with
-//     lock.ErrLost before anyone else enters), connection resets, and a
-//     Redis restart without persistence (delayed by one lease). No overlap
-//     among sections whose holder's context was still live, every lost
-//     lease reported before anyone else entered, the workload completes.
-//     With a cold script cache, 200 ms of latency must not cost a 1 s
-//     lease (TestSlowRepliesKeepLease).
-//   - Process pauses: a holder frozen with SIGSTOP for twice its lease loses
-//     the key to another process, and a store fenced by tokens rejects the
-//     stale holder's write after SIGCONT (the worked example of
-//     docs/guarantees.md). Restarts with and without persistence show what
-//     a restarted Redis forgets.
+//     sections on one key, each a non-atomic GET/SET increment of two
+//     stores on a Redis of their own, reached directly: an unfenced
+//     counter and a store fenced by tokens. Each section records its
+//     fencing token and its enter, write and exit times from
+//     CLOCK_MONOTONIC (one clock for every process on the machine): 2,000
+//     on one Redis, 500 in quorum mode over 3. No two sections overlap,
+//     tokens increase in entry order, no write is stale (sent after
+//     another section entered) and no increment is lost.
+//   - The same under faults (TestFaults), each of which must reach a least
+//     number of sections: latency spikes, a holder cut off for longer
+//     than its lease and rolling cuts, connection resets (all through
+//     toxiproxy, run as a library between each worker and Redis), Redis
+//     killed and restarted empty (delayed by one lease), Redis frozen
+//     with SIGSTOP, a process of queued waiters frozen, a holder frozen
+//     just before its write, Redis filled past maxmemory, Sentinel
+//     failovers with replica acknowledgement, a Redis Cluster master
+//     killed. No overlap among sections whose holder's context was live,
+//     every lost lease reported before anyone else entered, no stale
+//     write taken and no increment lost, the workload completes. The
+//     frozen holder shows what the lock context cannot do: its stale
+//     write reaches the unfenced counter and costs increments; the
+//     fenced store refuses it. With a cold script cache, 200 ms of
+//     latency must not cost a 1 s lease (TestSlowRepliesKeepLease).
+//   - The worked example of docs/guarantees.md (TestProcessPause): a
+//     holder frozen for twice its lease, whose stale write a fenced store
+//     rejects. Restarts with and without persistence show what a
+//     restarted Redis forgets.
 //   - Hostile keys: a fuzz test of keys passed to lock (no collisions, no
 //     script errors, bounded Redis key size); oversized keys are refused.
 //   - Hygiene: 1,000 contended lock/unlock cycles cancelled at random

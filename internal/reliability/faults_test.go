@@ -1,7 +1,6 @@
 package reliability_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -17,19 +16,45 @@ type fault struct {
 	lease    time.Duration
 	drift    time.Duration // the Clients' drift allowance; 0 for the default
 	long     time.Duration // worker 0's first section holds this long, or until lost
-	inject   func(t *testing.T, r *faultRun)
-	check    func(t *testing.T, r *faultRun, recs []record)
+	pause    bool          // ... or waits there, frozen by the test (workerConfig.Pause)
+	// replicaAck, when positive, makes the Clients wait for that many
+	// replicas to confirm each write of a lock (lock.WithReplicaAck).
+	replicaAck int
+	// exposed is the least number of sections the fault must reach: under
+	// way, at least in part, while it was in effect on their worker.
+	exposed int
+	// start starts the locks' Redis and returns how each worker reaches
+	// it; nil: one Redis, through a proxy per worker (proxied).
+	start  func(t *testing.T, r *faultRun) []lockRedis
+	inject func(t *testing.T, r *faultRun)
+	check  func(t *testing.T, r *faultRun, recs []record)
 }
 
+// faultKey is the key TestFaults locks; faultHash is its lock's hash in
+// Redis (see docs/design.md).
+const (
+	faultKey  = "faults"
+	faultHash = "lockkit:{faults}"
+)
+
+// sectionWork is how long a section holds the lock under a fault, so
+// that faults meet sections more often than the gaps between them.
+const sectionWork = 5 * time.Millisecond
+
 // TestFaults runs the workload of TestMutualExclusion under each fault in
-// turn. Whatever the fault, no section may enter while another holder's
-// context is live inside its section, every loss must be seen before
-// anyone else enters, and the workload must complete.
+// turn, the stores on a Redis of their own, which no fault touches. Each
+// fault must reach a least number of sections. Whatever the fault, no
+// section may enter while another holder's context is live inside its
+// section, every loss must be seen before anyone else enters, no stale
+// write may reach a store, no increment may be lost, and the workload
+// must complete; except for a holder the test freezes inside its section,
+// whose stale write must reach the unfenced counter and not the fenced
+// store (see report.requireSafe).
 func TestFaults(t *testing.T) {
 	t.Parallel()
 	for _, f := range []fault{
 		{
-			name: "latency spikes", sections: 300, lease: time.Second, long: 3 * time.Second,
+			name: "latency spikes", sections: 300, lease: time.Second, long: 3 * time.Second, exposed: 20,
 			inject: injectLatency, check: checkLatency,
 		},
 		{
@@ -37,49 +62,69 @@ func TestFaults(t *testing.T) {
 			// of the loss precedes the key's expiry in Redis. The default, 1%
 			// of the lease + 2 ms, is less than this shared 2-core machine
 			// may leave a process without CPU when tests run in parallel.
-			name: "holder cut off", sections: 200, lease: 2 * time.Second, drift: 200 * time.Millisecond, long: time.Minute,
-			inject: injectCut, check: checkCut,
+			name: "holder cut off", sections: 200, lease: time.Second, drift: 200 * time.Millisecond, long: time.Minute, exposed: 50,
+			inject: injectCut, check: checkLostInLease,
 		},
 		{
-			name: "connection resets", sections: 400, lease: time.Second,
+			name: "connection resets", sections: 400, lease: time.Second, exposed: 8,
 			inject: injectResets,
 		},
 		{
-			name: "Redis restart", sections: 200, lease: time.Second, long: time.Minute,
-			inject: injectRestart, check: checkRestart,
+			name: "Redis restarts", sections: 200, lease: time.Second, long: time.Minute, exposed: 2,
+			inject: injectRestarts(3), check: checkRestart,
+		},
+		{
+			name: "Redis frozen", sections: 200, lease: time.Second, drift: 200 * time.Millisecond, long: time.Minute, exposed: 4,
+			start: direct(), inject: injectRedisFrozen, check: checkLostInLease,
+		},
+		{
+			name: "waiters frozen", sections: 200, lease: time.Second, long: 500 * time.Millisecond, exposed: 20,
+			start: direct(), inject: injectWaitersFrozen, check: checkWaitersFrozen,
+		},
+		{
+			name: "holder frozen", sections: 200, lease: time.Second, long: time.Minute, pause: true, exposed: 50,
+			start: direct(), inject: injectHolderFrozen, check: checkHolderFrozen,
+		},
+		{
+			name: "Redis full", sections: 200, lease: time.Second, long: 1500 * time.Millisecond, exposed: 1,
+			start: direct("--maxmemory", "4mb", "--maxmemory-policy", "noeviction", "--enable-debug-command", "local"), inject: injectFull, check: checkFull,
+		},
+		{
+			name: "Sentinel failovers", sections: 200, lease: 2 * time.Second, long: 1500 * time.Millisecond, replicaAck: 1, exposed: 2,
+			start: startSentinel, inject: injectFailovers, check: checkFailover,
+		},
+		{
+			name: "cluster master killed", sections: 200, lease: time.Second, long: time.Minute, exposed: 2,
+			start: startCluster, inject: injectRestarts(2), check: checkRestart,
 		},
 	} {
 		t.Run(f.name, func(t *testing.T) {
-			r := &faultRun{srv: redistest.Start(t), lease: f.lease, long: f.long}
-			warmScripts(t, r.srv.Addr) // TestSlowRepliesKeepLease covers a cold script cache
-			nodes, store := make([][]string, workers), make([]string, workers)
-			for i := range workers {
-				p := newProxy(t, fmt.Sprint("worker", i), r.srv.Addr)
-				r.proxies = append(r.proxies, p)
-				nodes[i], store[i] = []string{p.Listen}, p.Listen
+			r := &faultRun{store: redistest.Start(t), lease: f.lease, long: f.long}
+			start := f.start
+			if start == nil {
+				start = proxied
 			}
-			cfgs := workload("faults", nodes, store, f.sections, f.lease)
-			cfgs[0].Long = f.long
+			cfgs := workload(faultKey, start(t, r), r.store.Addr, f.sections, f.lease)
+			cfgs[0].Long, cfgs[0].Pause = f.long, f.pause
 			for i := range cfgs {
-				cfgs[i].Drift = f.drift
+				cfgs[i].Drift, cfgs[i].ReplicaAck, cfgs[i].Work = f.drift, f.replicaAck, sectionWork
 			}
 			r.fleet = startFleet(t, cfgs)
 			f.inject(t, r)
 			recs := r.fleet.wait(t, 2*time.Minute)
 
-			var epochs []int64
-			if r.restart != 0 {
-				epochs = append(epochs, r.restart)
-			}
-			rep := analyse(recs, epochs...)
-			t.Logf("%s: %v; %d sections ran on a connection under the fault; recovery %s",
-				f.name, rep, r.underFault(recs), ms(r.recovery(recs)))
+			rep := analyse(recs, r.restarts...)
+			rep.countStores(r.stores(t))
+			exposed := r.exposed(recs)
+			t.Logf("%s: %d sections exposed to the fault; %v; recovery %s", f.name, exposed, rep, ms(r.recovery(recs)))
 			rep.logErrors(t)
 			rep.requireSafe(t)
+			if exposed < f.exposed {
+				t.Errorf("%d sections exposed to the fault, want at least %d", exposed, f.exposed)
+			}
 			if rep.sections != f.sections {
 				t.Errorf("%d sections done, want %d", rep.sections, f.sections)
 			}
-			r.checkCounter(t, recs)
 			if f.check != nil {
 				f.check(t, r, recs)
 			}
@@ -88,19 +133,19 @@ func TestFaults(t *testing.T) {
 }
 
 // injectLatency adds 200 ms to every reply to worker 0 while it is inside
-// its long section, then to every reply to every worker in spikes of
-// 400 ms every 800 ms.
+// its long section, then 100 ms to every reply to every worker, 500 ms on,
+// 200 ms off, until the workers finish.
 func injectLatency(t *testing.T, r *faultRun) {
-	spike := func(int) toxic {
-		return toxic{Name: "spike", Type: "latency", Stream: "downstream", Attributes: map[string]int64{"latency": 200}}
+	spike := func(ms int64) toxic {
+		return toxic{Name: "spike", Type: "latency", Stream: "downstream", Attributes: map[string]int64{"latency": ms}}
 	}
 	rec := r.awaitLong(t)
-	r.apply(t, rec.Worker, spike(0))
+	r.apply(t, rec.Worker, spike(200))
 	start := now()
 	time.Sleep(r.long + r.lease)
 	r.remove(t, rec.Worker, "spike")
 	r.windows = append(r.windows, window{rec.Worker, start, now()})
-	r.spikes(t, spike, 400*time.Millisecond, 400*time.Millisecond)
+	r.spikes(t, everyWorker, func(int) toxic { return spike(100) }, 500*time.Millisecond, 200*time.Millisecond)
 }
 
 // checkLatency: the holder slowed down for three leases kept its lock.
@@ -112,64 +157,101 @@ func checkLatency(t *testing.T, r *faultRun, recs []record) {
 }
 
 // injectResets resets every connection as soon as data flows on it, for
-// 50 ms every 300 ms, alternately before Redis sees a command and after
+// 100 ms every 300 ms, alternately before Redis sees a command and after
 // it ran.
 func injectResets(t *testing.T, r *faultRun) {
-	r.spikes(t, func(i int) toxic {
+	r.spikes(t, everyWorker, func(i int) toxic {
 		stream := [...]string{"upstream", "downstream"}[i%2]
 		return toxic{Name: "reset", Type: "reset_peer", Stream: stream, Attributes: map[string]int64{"timeout": 0}}
-	}, 50*time.Millisecond, 250*time.Millisecond)
+	}, 100*time.Millisecond, 200*time.Millisecond)
+}
+
+// cut is the toxic that stops one direction of a proxy's traffic.
+func cut(stream string) toxic {
+	return toxic{Name: "cut-" + stream, Type: "timeout", Stream: stream, Attributes: map[string]int64{"timeout": 0}}
 }
 
 // injectCut cuts worker 0's connections, in both directions, while it is
-// inside its long section, for one and a half leases.
+// inside its long section, for four leases: its 2 other Clients, queued,
+// are cut off too, and each may cost the others a claim window (1 s)
+// when its turn comes, after the lease; the others still have a second.
+// Then it cuts one worker's connections after another, each for 300 ms
+// (within a lease) every 600 ms, until the workers finish.
 func injectCut(t *testing.T, r *faultRun) {
 	rec := r.awaitLong(t)
 	for _, stream := range []string{"upstream", "downstream"} {
-		r.apply(t, rec.Worker, toxic{Name: "cut-" + stream, Type: "timeout", Stream: stream, Attributes: map[string]int64{"timeout": 0}})
+		r.apply(t, rec.Worker, cut(stream))
 	}
 	start := now()
-	time.Sleep(r.lease * 3 / 2)
+	time.Sleep(4 * r.lease)
 	for _, stream := range []string{"upstream", "downstream"} {
 		r.remove(t, rec.Worker, "cut-"+stream)
 	}
-	r.windows = append(r.windows, window{rec.Worker, start, now()})
+	// Every section under way meanwhile is exposed: none may overlap the
+	// cut-off holder's.
+	r.windows = append(r.windows, window{-1, start, now()})
+	r.spikes(t, func(i int) int { return i % workers }, func(i int) toxic {
+		return cut([...]string{"upstream", "downstream"}[i/workers%2])
+	}, 300*time.Millisecond, 300*time.Millisecond)
 }
 
-// checkCut: the cut-off holder's context was cancelled with ErrLost within
-// its lease, before the next holder entered (the late check of analyse).
-func checkCut(t *testing.T, r *faultRun, recs []record) {
-	cut := r.windows[0]
+// checkLostInLease: the long section's holder, cut off from Redis by the
+// first fault window, had its context cancelled with ErrLost within its
+// lease, before the next holder entered (the late check of analyse).
+func checkLostInLease(t *testing.T, r *faultRun, recs []record) {
+	w := r.windows[0]
 	long, next := longSection(t, recs)
 	if long.Lost == 0 || long.Cause != lock.ErrLost.Error() {
-		t.Fatalf("cut-off holder: loss at %d, cause %q; want ErrLost", long.Lost, long.Cause)
+		t.Fatalf("holder under the fault: loss at %d, cause %q; want ErrLost", long.Lost, long.Cause)
 	}
-	if d := long.Lost - cut.start; d > int64(r.lease) {
-		t.Errorf("cut-off holder saw its loss %s after the cut, more than the %v lease", ms(d), r.lease)
+	if d := long.Lost - w.start; d > int64(r.lease) {
+		t.Errorf("holder under the fault saw its loss %s after it began, more than the %v lease", ms(d), r.lease)
 	}
-	t.Logf("cut-off holder told %s after the cut (lease %v); next holder entered %s after the cut, %s after that",
-		ms(long.Lost-cut.start), r.lease, ms(next.Enter-cut.start), ms(next.Enter-long.Lost))
+	t.Logf("holder entered %s before the fault began, was told %s after it began (lease %v); next holder entered %s after it began, %s after the holder was told",
+		ms(w.start-long.Enter), ms(long.Lost-w.start), r.lease, ms(next.Enter-w.start), ms(next.Enter-long.Lost))
 }
 
-// injectRestart restarts Redis (SIGTERM, then a new empty redis-server on
-// the same port) while worker 0 is inside its long section. The proxies
-// refuse connections from the stop until one and a quarter leases after
-// it: a delayed restart, without which a restarted Redis hands out keys
-// whose holders' leases have not run out (see TestRestartWithoutPersistence).
-func injectRestart(t *testing.T, r *faultRun) {
-	r.awaitLong(t)
-	r.restart = now()
+// injectRestarts returns a fault that restarts the locks' Redis n times
+// (SIGKILL, then a new empty redis-server on the same port): first while
+// worker 0 is inside its long section, then each time 200 ms after Redis
+// came back, as soon as a section is under way, unless the workers
+// finished. Redis is kept out of reach for one and a quarter leases from
+// each kill: a delayed restart, without which a restarted Redis hands out
+// keys whose holders' leases have not run out (see
+// TestRestartWithoutPersistence).
+func injectRestarts(n int) func(*testing.T, *faultRun) {
+	return func(t *testing.T, r *faultRun) {
+		r.awaitLong(t)
+		r.restartDelayed(t)
+		for range n - 1 {
+			if !r.sleep(200*time.Millisecond) || !r.awaitHeld(t, r.srv) {
+				return
+			}
+			r.restartDelayed(t)
+		}
+	}
+}
+
+// restartDelayed kills the locks' Redis and stops the workers' proxies
+// to it, if any, and starts them again one and a quarter leases after.
+func (r *faultRun) restartDelayed(t *testing.T) {
+	stop := now()
+	r.restarts = append(r.restarts, stop)
 	for _, p := range r.proxies {
 		p.Stop()
 	}
+	r.srv.Kill()
+	time.Sleep(time.Duration(int64(r.lease*5/4) - (now() - stop)))
 	r.srv.Restart()
-	time.Sleep(time.Duration(int64(r.lease*5/4) - (now() - r.restart)))
+	if r.restarted != nil {
+		r.restarted(t, r.srv)
+	}
 	for _, p := range r.proxies {
 		if err := p.Start(); err != nil {
 			t.Fatalf("proxy %s back on %s: %v", p.Name, p.Listen, err)
 		}
 	}
-	r.windows = append(r.windows, window{-1, r.restart, now()})
+	r.windows = append(r.windows, window{-1, stop, now()})
 }
 
 // checkRestart: the long section's holder was told of the loss.
@@ -178,6 +260,7 @@ func checkRestart(t *testing.T, r *faultRun, recs []record) {
 	if long.Lost == 0 || long.Cause != lock.ErrLost.Error() {
 		t.Fatalf("holder during the restart: loss at %d, cause %q; want ErrLost", long.Lost, long.Cause)
 	}
-	t.Logf("holder during the restart told %s after the stop; Redis back %s after it; next holder entered %s after that",
-		ms(long.Lost-r.restart), ms(r.windows[0].end-r.restart), ms(next.Enter-r.windows[0].end))
+	stop, back := r.windows[0].start, r.windows[0].end
+	t.Logf("holder during the first restart told %s after the stop; Redis back %s after it; next holder entered %s after that",
+		ms(long.Lost-stop), ms(back-stop), ms(next.Enter-back))
 }

@@ -1,11 +1,13 @@
 package reliability_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,21 +19,49 @@ import (
 
 // workerConfig is what a worker process is asked to do.
 type workerConfig struct {
-	ID       int
-	Nodes    []string // Redis addresses: one for lock.New, several for lock.NewQuorum
-	Store    string   // Redis address of the counter
-	Key      string
-	Clients  int           // lock.Clients, each with its own connection pool
-	Sections int           // critical sections this worker completes
-	Lease    time.Duration // every lock's lease
-	Drift    time.Duration // the Clients' drift allowance; 0 for the default
+	ID    int
+	Redis lockRedis // how the worker reaches the locks' Redis
+	// Store is the address of the Redis of the stores the sections write
+	// to, another than the locks', reached directly, never through a fault.
+	Store      string
+	Key        string
+	Clients    int           // lock.Clients, each with its own connection pool
+	Sections   int           // critical sections this worker completes
+	Lease      time.Duration // every lock's lease
+	Drift      time.Duration // the Clients' drift allowance; 0 for the default
+	ReplicaAck int           // when positive, lock.WithReplicaAck(ReplicaAck, replicaAckTimeout)
 	// Long, when positive, makes client 0's first section announce itself
-	// with a "long" record and hold the lock for Long, or until it is lost.
-	Long     time.Duration
+	// with a "long" record and hold the lock for Long, or until it is lost,
+	// between reading the stores and writing them.
+	Long time.Duration
+	// Work is how long every other section holds the lock between reading
+	// the stores and writing them, unless it is lost first.
+	Work time.Duration
+	// Pause makes the long section, instead, wait after its announcement
+	// for a line on stdin: the test freezes the process there, as a long GC
+	// pause would just after the holder checked its context. The section
+	// then writes without looking at its lock context again.
+	Pause    bool
 	Deadline time.Duration // the worker gives up after this long
 }
 
-// counterKey is the Redis key the critical sections increment.
+// lockRedis is how a worker reaches the locks' Redis.
+type lockRedis struct {
+	// Nodes are Redis addresses: one for lock.New, several for
+	// lock.NewQuorum, or a Redis Cluster's seed nodes if Cluster is set.
+	Nodes    []string
+	Cluster  bool
+	Sentinel string // a Sentinel's address: lock.New of a failover client of Master
+	Master   string
+}
+
+// replicaAckTimeout is how long a write of a lock waits for its replicas'
+// confirmation when workerConfig.ReplicaAck is set.
+const replicaAckTimeout = 500 * time.Millisecond
+
+// The stores: an unfenced counter, which a section increments with a GET
+// and a SET, and the fenced store (fencedStore), whose value a section
+// increments the same way, writing with its fencing token.
 const counterKey = "reliability:counter"
 
 // A record is one line a worker writes on stdout.
@@ -47,11 +77,17 @@ type record struct {
 	Live   bool   `json:"live,omitempty"`   // the lock context was not cancelled at Exit
 	// Lost is when a context.AfterFunc on the lock context saw it cancelled
 	// with cause lock.ErrLost; 0 if it never was before unlock.
-	Lost   int64  `json:"lost,omitempty"`
-	Cause  string `json:"cause,omitempty"`  // the lock context's cause, if cancelled before unlock
-	Done   bool   `json:"done,omitempty"`   // the increment succeeded while the context was live
-	Err    string `json:"err,omitempty"`    // Lock, GET or SET error
-	Unlock string `json:"unlock,omitempty"` // the UnlockFunc's error
+	Lost  int64  `json:"lost,omitempty"`
+	Cause string `json:"cause,omitempty"` // the lock context's cause, if cancelled before unlock
+	Done  bool   `json:"done,omitempty"`  // the increments succeeded while the context was live
+	// Write is when the section sent its writes to the stores (just before
+	// the first); 0 if it sent none.
+	Write    int64  `json:"write,omitempty"`
+	Set      bool   `json:"set,omitempty"`       // the unfenced counter took the increment
+	FenceSet bool   `json:"fence_set,omitempty"` // the fenced store took it
+	Paused   bool   `json:"paused,omitempty"`    // the test froze the holder inside this section
+	Err      string `json:"err,omitempty"`       // Lock, GET or SET error
+	Unlock   string `json:"unlock,omitempty"`    // the UnlockFunc's error
 }
 
 // recorder writes records as JSON lines, one write each.
@@ -104,12 +140,19 @@ func runWorker(cfg workerConfig) error {
 	return errors.Join(all...)
 }
 
-// newLocker returns a Client of cfg.Nodes with its own connections, and a
+// newLocker returns a Client of cfg.Redis with its own connections, and a
 // function that closes them all.
 func newLocker(cfg workerConfig) (*lock.Client, func(), error) {
 	var rdbs []redis.UniversalClient
-	for _, addr := range cfg.Nodes {
-		rdbs = append(rdbs, redis.NewClient(&redis.Options{Addr: addr}))
+	switch r := cfg.Redis; {
+	case r.Sentinel != "":
+		rdbs = append(rdbs, redis.NewFailoverClient(&redis.FailoverOptions{MasterName: r.Master, SentinelAddrs: []string{r.Sentinel}}))
+	case r.Cluster:
+		rdbs = append(rdbs, redis.NewClusterClient(&redis.ClusterOptions{Addrs: r.Nodes}))
+	default:
+		for _, addr := range r.Nodes {
+			rdbs = append(rdbs, redis.NewClient(&redis.Options{Addr: addr}))
+		}
 	}
 	closeRedis := func() {
 		for _, rdb := range rdbs {
@@ -119,6 +162,9 @@ func newLocker(cfg workerConfig) (*lock.Client, func(), error) {
 	opts := []lock.Option{lock.WithDefaultLease(cfg.Lease)}
 	if cfg.Drift > 0 {
 		opts = append(opts, lock.WithDrift(cfg.Drift))
+	}
+	if cfg.ReplicaAck > 0 {
+		opts = append(opts, lock.WithReplicaAck(cfg.ReplicaAck, replicaAckTimeout))
 	}
 	var c *lock.Client
 	var err error
@@ -152,7 +198,7 @@ func (w *contender) run(ctx context.Context) error {
 			return nil
 		}
 		rec := w.section(ctx, long)
-		long = false
+		long = long && rec.Kind != "section"
 		if err := w.out.emit(rec); err != nil {
 			return err
 		}
@@ -169,8 +215,8 @@ func (w *contender) run(ctx context.Context) error {
 	}
 }
 
-// section takes the lock, increments the counter with a GET and a SET,
-// and unlocks, recording what happened.
+// section takes the lock, increments both stores with a GET and a SET
+// each, and unlocks, recording what happened.
 func (w *contender) section(ctx context.Context, long bool) record {
 	rec := record{Kind: "section", Worker: w.cfg.ID, Client: w.client}
 	lctx, unlock, err := w.c.Lock(ctx, w.cfg.Key)
@@ -188,14 +234,29 @@ func (w *contender) section(ctx context.Context, long bool) record {
 		}
 		close(noticed)
 	})
-	if long {
-		_ = w.out.emit(record{Kind: "long", Worker: w.cfg.ID, Client: w.client, Enter: rec.Enter})
-		select {
-		case <-lctx.Done():
-		case <-time.After(w.cfg.Long):
+	wctx := lctx
+	v, fv, err := readStores(lctx, w.store)
+	if err == nil && long {
+		// The paused holder checks its context before it says it is inside:
+		// the test freezes it as soon as it reads that, whatever line the
+		// holder is at.
+		if w.cfg.Pause && lctx.Err() == nil {
+			// Whatever happens while it is frozen, its write goes out, as
+			// one already on its way would.
+			rec.Paused, wctx = true, context.WithoutCancel(lctx)
 		}
+		_ = w.out.emit(record{Kind: "long", Worker: w.cfg.ID, Client: w.client, Enter: rec.Enter})
+		if rec.Paused {
+			_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+		} else {
+			hold(lctx, w.cfg.Long)
+		}
+	} else if err == nil {
+		hold(lctx, w.cfg.Work)
 	}
-	err = increment(lctx, w.store)
+	if err == nil {
+		err = writeStores(wctx, w.store, &rec, v, fv)
+	}
 	rec.Exit = now()
 	rec.Live = lctx.Err() == nil
 	if !rec.Live {
@@ -213,12 +274,55 @@ func (w *contender) section(ctx context.Context, long bool) record {
 	return rec
 }
 
-// increment adds one to the counter without atomicity: only the lock keeps
-// two increments from reading the same value.
-func increment(ctx context.Context, rdb *redis.Client) error {
-	v, err := rdb.Get(ctx, counterKey).Int()
+// hold waits d, or until the lock is lost.
+func hold(lctx context.Context, d time.Duration) {
+	select {
+	case <-lctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// readStores reads the unfenced counter and the fenced store's value, 0
+// for one not written yet.
+func readStores(ctx context.Context, rdb *redis.Client) (counter, fenced int, err error) {
+	var get, hget *redis.StringCmd
+	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get, hget = p.Get(ctx, counterKey), p.HGet(ctx, fencedStore, "value")
+		return nil
+	})
 	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, 0, err
+	}
+	if counter, err = storedInt(get); err != nil {
+		return 0, 0, err
+	}
+	fenced, err = storedInt(hget)
+	return counter, fenced, err
+}
+
+// storedInt is the integer cmd read, 0 for a missing key.
+func storedInt(cmd *redis.StringCmd) (int, error) {
+	n, err := cmd.Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// writeStores writes the increments of the values read: the counter's
+// without atomicity (only the lock keeps two increments from reading the
+// same value), then, when the lock has a fencing token, the fenced
+// store's, which the store refuses if it took a higher token before.
+func writeStores(ctx context.Context, rdb *redis.Client, rec *record, counter, fenced int) error {
+	rec.Write = now()
+	if err := rdb.Set(ctx, counterKey, counter+1, 0).Err(); err != nil {
 		return err
 	}
-	return rdb.Set(ctx, counterKey, v+1, 0).Err()
+	rec.Set = true
+	if !rec.Fenced {
+		return nil
+	}
+	var err error
+	rec.FenceSet, err = writeFenced(ctx, rdb, rec.Token, strconv.Itoa(fenced+1))
+	return err
 }
