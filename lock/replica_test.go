@@ -3,8 +3,6 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,12 +24,8 @@ import (
 func TestReplicaAckAcrossFailover(t *testing.T) {
 	t.Parallel() // long and independent: its own servers
 	primary := redistest.Start(t)
-	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	replica := redistest.StartReplica(t, primary)
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, "replication", func() bool {
-		info, _ := replica.Client(t).Info(ctx, "replication").Result()
-		return strings.Contains(info, "master_link_status:up")
-	})
 	acked := locktest.NewClient(t, primary.Client(t), lock.WithReplicaAck(1, 200*time.Millisecond), lock.WithDefaultLease(2*time.Second))
 	plain := locktest.NewClient(t, primary.Client(t))
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,12 +35,8 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 func TestSentinelFailover(t *testing.T) {
 	t.Parallel() // long and independent: its own servers
 	primary := redistest.Start(t)
-	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	replica := redistest.StartReplica(t, primary)
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, "replication", func() bool {
-		info, _ := replica.Client(t).Info(ctx, "replication").Result()
-		return strings.Contains(info, "master_link_status:up")
-	})
 	sentinel := redistest.StartSentinel(t, "locks", primary, 500*time.Millisecond)
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
 	defer sc.Close()
