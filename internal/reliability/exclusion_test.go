@@ -64,6 +64,8 @@ func TestMutualExclusion(t *testing.T) {
 			rep := analyse(recs)
 			rep.countStores(r.stores(t))
 			t.Logf("%s: %v", tc.name, rep)
+			n, _, worst := overtakes(recs, 0)
+			t.Logf("%s: %d sections entered before one whose Lock began earlier, by %s at most", tc.name, n, ms(worst))
 			rep.logErrors(t)
 			rep.requireSafe(t)
 			quorum := tc.nodes > 1

@@ -25,7 +25,6 @@ type faultRun struct {
 	lease    time.Duration
 	long     time.Duration // how long worker 0's long section holds
 	windows  []window      // when the fault was in effect
-	restarts []int64       // when the locks' Redis was stopped, if it was restarted empty
 	// restarted, if set, is called with the locks' Redis after each
 	// restart, to set again what its command line does not.
 	restarted func(*testing.T, *redistest.Server)

@@ -113,7 +113,7 @@ func TestFaults(t *testing.T) {
 			f.inject(t, r)
 			recs := r.fleet.wait(t, 2*time.Minute)
 
-			rep := analyse(recs, r.restarts...)
+			rep := analyse(recs)
 			rep.countStores(r.stores(t))
 			exposed := r.exposed(recs)
 			t.Logf("%s: %d sections exposed to the fault; %v; recovery %s", f.name, exposed, rep, ms(r.recovery(recs)))
@@ -236,7 +236,6 @@ func injectRestarts(n int) func(*testing.T, *faultRun) {
 // to it, if any, and starts them again one and a quarter leases after.
 func (r *faultRun) restartDelayed(t *testing.T) {
 	stop := now()
-	r.restarts = append(r.restarts, stop)
 	for _, p := range r.proxies {
 		p.Stop()
 	}
