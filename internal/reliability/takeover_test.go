@@ -22,13 +22,8 @@ func TestTakeoverEndsHold(t *testing.T) {
 	const lease = time.Second
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	c, err := lock.New(rdb, lock.WithDefaultLease(lease))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	ctx := context.Background()
-	lctx, unlock, err := c.Lock(ctx, "takeover")
+	lctx, unlock, err := leaseClient(t, rdb, lease).Lock(ctx, "takeover")
 	if err != nil {
 		t.Fatal(err)
 	}
