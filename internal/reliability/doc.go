@@ -13,8 +13,11 @@
 //     fencing token and its enter, write and exit times from
 //     CLOCK_MONOTONIC (one clock for every process on the machine): 2,000
 //     on one Redis, 500 in quorum mode over 3. No two sections overlap,
-//     tokens increase in entry order, no write is stale (sent after
-//     another section entered) and no increment is lost.
+//     tokens increase in entry order (across restarts too), no write is
+//     stale (sent after another section entered), the fenced store
+//     refuses no live holder's write and no increment is lost; on one
+//     Redis, sections enter in the order their Lock calls queued. The
+//     checker itself is tested on hand-made histories (TestAnalyse).
 //   - The same under faults (TestFaults), each of which must reach a least
 //     number of sections: latency spikes, a holder cut off for longer
 //     than its lease and rolling cuts, connection resets (all through
@@ -28,8 +31,13 @@
 //     write taken and no increment lost, the workload completes. The
 //     frozen holder shows what the lock context cannot do: its stale
 //     write reaches the unfenced counter and costs increments; the
-//     fenced store refuses it. With a cold script cache, 200 ms of
-//     latency must not cost a 1 s lease (TestSlowRepliesKeepLease).
+//     fenced store refuses it. The cut-off holder is told at least half
+//     its drift allowance before its lease lapses in Redis; the Sentinel
+//     phase must see acquisitions no replica confirmed. With a cold
+//     script cache, 200 ms of latency must not cost a 1 s lease
+//     (TestSlowRepliesKeepLease). A key given another owner behind the
+//     holder's back ends the hold at its next renewal
+//     (TestTakeoverEndsHold).
 //   - The worked example of docs/guarantees.md (TestProcessPause): a
 //     holder frozen for twice its lease, whose stale write a fenced store
 //     rejects. Restarts with and without persistence show what a

@@ -25,10 +25,11 @@ type faultRun struct {
 	lease    time.Duration
 	long     time.Duration // how long worker 0's long section holds
 	windows  []window      // when the fault was in effect
-	restarts []int64       // when the locks' Redis was stopped, if it was restarted empty
 	// restarted, if set, is called with the locks' Redis after each
 	// restart, to set again what its command line does not.
 	restarted func(*testing.T, *redistest.Server)
+	drift     time.Duration // the Clients' drift allowance, if not the default
+	lapsed    int64         // when the cut-off holder's lease was seen gone in Redis
 }
 
 // proxied starts the locks' Redis, its scripts cached, and a proxy to it
@@ -74,16 +75,9 @@ func (r *faultRun) awaitHeld(t *testing.T, srv *redistest.Server) bool {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer rdb.Close()
-	holder := func() string {
-		v, err := rdb.HMGet(context.Background(), faultHash, "n", "t").Result() // hold count and token (docs/design.md)
-		if err != nil || v[0] == nil || v[0] == "0" || v[1] == nil {
-			return ""
-		}
-		return v[1].(string)
-	}
 	deadline := now() + int64(10*time.Second)
 	for last := ""; ; {
-		h := holder()
+		h := holder(rdb)
 		if h != "" && h == last {
 			return true
 		}
@@ -95,6 +89,32 @@ func (r *faultRun) awaitHeld(t *testing.T, srv *redistest.Server) bool {
 			return false
 		}
 	}
+}
+
+// holder returns the fencing token of the holder of the key of
+// TestFaults in rdb, or "" when it is free or Redis does not answer.
+func holder(rdb *redis.Client) string {
+	v, err := rdb.HMGet(context.Background(), faultHash, "n", "t").Result() // hold count and token (docs/design.md)
+	if err != nil || v[0] == nil || v[0] == "0" || v[1] == nil {
+		return ""
+	}
+	return v[1].(string)
+}
+
+// awaitLapse waits up to d for the lease of the key's present holder in
+// the locks' Redis, read directly, to lapse, looking every millisecond,
+// and returns when it saw it gone, no earlier than it lapsed; 0 if it did
+// not within d, or the key was not held.
+func (r *faultRun) awaitLapse(d time.Duration) int64 {
+	rdb := redis.NewClient(&redis.Options{Addr: r.srv.Addr})
+	defer rdb.Close()
+	h := holder(rdb)
+	for end := now() + int64(d); h != "" && now() < end; time.Sleep(time.Millisecond) {
+		if holder(rdb) != h {
+			return now()
+		}
+	}
+	return 0
 }
 
 // exposed counts the sections that were under way, at least in part,

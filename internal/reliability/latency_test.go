@@ -24,12 +24,7 @@ func TestSlowRepliesKeepLease(t *testing.T) {
 	p := newProxy(t, "slow", srv.Addr)
 	rdb := redis.NewClient(&redis.Options{Addr: p.Listen})
 	defer rdb.Close()
-	c, err := lock.New(rdb, lock.WithDefaultLease(lease))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	lctx, unlock, err := c.Lock(context.Background(), "slow")
+	lctx, unlock, err := leaseClient(t, rdb, lease).Lock(context.Background(), "slow")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,12 +120,7 @@ func TestProcessPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := now()
-	c, err := lock.New(rdb, lock.WithDefaultLease(lease))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	lctx, unlock, err := c.Lock(ctx, "pause", lock.WithMaxWait(3*lease))
+	lctx, unlock, err := leaseClient(t, rdb, lease).Lock(ctx, "pause", lock.WithMaxWait(3*lease))
 	if err != nil {
 		t.Fatalf("Lock while the holder is frozen: %v", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
@@ -19,7 +21,7 @@ const restartLease = 2 * time.Second
 // Client of srv to contend with.
 func restartHolder(t *testing.T, srv *redistest.Server, key string) (held context.Context, unlock lock.UnlockFunc, token uint64, other *lock.Client) {
 	t.Helper()
-	a, b := restartClient(t, srv), restartClient(t, srv)
+	a, b := leaseClient(t, srv.Client(t), restartLease), leaseClient(t, srv.Client(t), restartLease)
 	ctx := context.Background()
 	for range 5 {
 		_, unlock, err := a.Lock(ctx, key)
@@ -38,11 +40,11 @@ func restartHolder(t *testing.T, srv *redistest.Server, key string) (held contex
 	return held, unlock, token, b
 }
 
-// restartClient returns a Client of srv with restartLease, closed when
+// leaseClient returns a Client of rdb whose locks have lease, closed when
 // the test ends.
-func restartClient(t *testing.T, srv *redistest.Server) *lock.Client {
+func leaseClient(t *testing.T, rdb redis.UniversalClient, lease time.Duration) *lock.Client {
 	t.Helper()
-	c, err := lock.New(srv.Client(t), lock.WithDefaultLease(restartLease))
+	c, err := lock.New(rdb, lock.WithDefaultLease(lease))
 	if err != nil {
 		t.Fatal(err)
 	}

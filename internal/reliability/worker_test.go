@@ -72,7 +72,8 @@ type record struct {
 
 	Token  uint64 `json:"token,omitempty"`
 	Fenced bool   `json:"fenced,omitempty"` // FencingToken reported ok
-	Enter  int64  `json:"enter,omitempty"`  // CLOCK_MONOTONIC ns, just after Lock returned
+	Begin  int64  `json:"begin,omitempty"`  // CLOCK_MONOTONIC ns, just before Lock was called
+	Enter  int64  `json:"enter,omitempty"`  // just after Lock returned
 	Exit   int64  `json:"exit,omitempty"`   // just before unlock
 	Live   bool   `json:"live,omitempty"`   // the lock context was not cancelled at Exit
 	// Lost is when a context.AfterFunc on the lock context saw it cancelled
@@ -218,7 +219,7 @@ func (w *contender) run(ctx context.Context) error {
 // section takes the lock, increments both stores with a GET and a SET
 // each, and unlocks, recording what happened.
 func (w *contender) section(ctx context.Context, long bool) record {
-	rec := record{Kind: "section", Worker: w.cfg.ID, Client: w.client}
+	rec := record{Kind: "section", Worker: w.cfg.ID, Client: w.client, Begin: now()}
 	lctx, unlock, err := w.c.Lock(ctx, w.cfg.Key)
 	if err != nil {
 		rec.Kind, rec.Err = "error", err.Error()
