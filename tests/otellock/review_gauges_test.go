@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/lockkit/lockkit/internal/locktest"
@@ -59,61 +60,7 @@ func TestGaugesReturnToZero(t *testing.T) {
 			locker := locktest.NewClient(t, rdb, lock.WithObserver(obs))
 			ctx, request := tel.parent("request")
 			defer request.End()
-
-			// Unlock, re-entry, TryLock busy, wait limit.
-			outer, unlock := locktest.MustLock(t, locker, ctx, "orders:1")
-			_, unlockInner := locktest.MustLock(t, locker, outer, "orders:1")
-			if _, _, err := locker.TryLock(ctx, "orders:1"); !errors.Is(err, lock.ErrNotObtained) {
-				t.Fatalf("TryLock of a held key: %v", err)
-			}
-			if _, _, err := locker.Lock(ctx, "orders:1", lock.WithMaxWait(50*time.Millisecond)); !errors.Is(err, lock.ErrNotObtained) {
-				t.Fatalf("Lock past its wait limit: %v", err)
-			}
-
-			// A cancelled wait.
-			wctx, cancel := context.WithCancel(ctx)
-			errc := make(chan error, 1)
-			go func() { _, _, err := locker.Lock(wctx, "orders:1"); errc <- err }()
-			waitGauge(t, tel, "lock.waiting", 1)
-			cancel()
-			if err := <-errc; err == nil {
-				t.Fatal("cancelled Lock succeeded")
-			}
-
-			// A hand-off to a waiter.
-			got := make(chan lock.UnlockFunc, 1)
-			go func() {
-				_, u, err := locker.Lock(ctx, "orders:1", lock.WithMaxWait(5*time.Second))
-				if err != nil {
-					t.Error(err)
-				}
-				got <- u
-			}()
-			waitGauge(t, tel, "lock.waiting", 1)
-			_ = unlockInner()
-			_ = unlock()
-			if u := <-got; u != nil {
-				_ = u()
-			}
-
-			// A key deleted under its holder: the watchdog finds it gone.
-			lctx, unlockLost := locktest.MustLock(t, locker, ctx, "orders:2", lock.WithLease(100*time.Millisecond))
-			for _, k := range mr.Keys() {
-				mr.Del(k)
-			}
-			done(t, lctx, 5*time.Second, "loss of the deleted key")
-			_ = unlockLost()
-
-			// Close with a holder and a waiter.
-			_, _ = locktest.MustLock(t, locker, ctx, "orders:3")
-			go func() { _, _, err := locker.Lock(ctx, "orders:3"); errc <- err }()
-			waitGauge(t, tel, "lock.waiting", 1)
-			if err := locker.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-errc; !errors.Is(err, lock.ErrClosed) {
-				t.Errorf("Lock waiting at Close: %v, want ErrClosed", err)
-			}
+			everyEnd(t, tel, mr, locker, ctx)
 
 			m := tel.collect(t)
 			wantAllZero(t, m, "lock.held")
@@ -127,5 +74,67 @@ func TestGaugesReturnToZero(t *testing.T) {
 				t.Errorf("lock.lost{key_gone} = %d, want 1 (points %v)", n, sets)
 			}
 		})
+	}
+}
+
+// everyEnd runs calls and holds on locker that end in every way: unlock,
+// re-entry, TryLock busy, wait limit, cancelled wait, hand-off, key
+// deleted (mr's keys), Close with a holder and a waiter. It closes locker.
+func everyEnd(t *testing.T, tel *telemetry, mr *miniredis.Miniredis, locker *lock.Client, ctx context.Context) {
+	t.Helper()
+
+	// Unlock, re-entry, TryLock busy, wait limit.
+	outer, unlock := locktest.MustLock(t, locker, ctx, "orders:1")
+	_, unlockInner := locktest.MustLock(t, locker, outer, "orders:1")
+	if _, _, err := locker.TryLock(ctx, "orders:1"); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("TryLock of a held key: %v", err)
+	}
+	if _, _, err := locker.Lock(ctx, "orders:1", lock.WithMaxWait(50*time.Millisecond)); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("Lock past its wait limit: %v", err)
+	}
+
+	// A cancelled wait.
+	wctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { _, _, err := locker.Lock(wctx, "orders:1"); errc <- err }()
+	waitGauge(t, tel, "lock.waiting", 1)
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("cancelled Lock succeeded")
+	}
+
+	// A hand-off to a waiter.
+	got := make(chan lock.UnlockFunc, 1)
+	go func() {
+		_, u, err := locker.Lock(ctx, "orders:1", lock.WithMaxWait(5*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- u
+	}()
+	waitGauge(t, tel, "lock.waiting", 1)
+	_ = unlockInner()
+	_ = unlock()
+	if u := <-got; u != nil {
+		_ = u()
+	}
+
+	// A key deleted under its holder: the watchdog finds it gone.
+	lctx, unlockLost := locktest.MustLock(t, locker, ctx, "orders:2", lock.WithLease(100*time.Millisecond))
+	for _, k := range mr.Keys() {
+		mr.Del(k)
+	}
+	done(t, lctx, 5*time.Second, "loss of the deleted key")
+	_ = unlockLost()
+
+	// Close with a holder and a waiter.
+	_, _ = locktest.MustLock(t, locker, ctx, "orders:3")
+	go func() { _, _, err := locker.Lock(ctx, "orders:3"); errc <- err }()
+	waitGauge(t, tel, "lock.waiting", 1)
+	if err := locker.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, lock.ErrClosed) {
+		t.Errorf("Lock waiting at Close: %v, want ErrClosed", err)
 	}
 }

@@ -59,3 +59,19 @@ func TestBackgroundWorkStartsNoTraceAfterRestart(t *testing.T) {
 		t.Errorf("root spans %v, want only the request", spanNames(r))
 	}
 }
+
+// TestCleanupsStartNoTrace (review of issue 18, item 2): with a tracing
+// Redis client, the cleanups after a cancelled wait, a wait limit, a lost
+// hold and Close start no trace: every span is in the request's trace.
+func TestCleanupsStartNoTrace(t *testing.T) {
+	mr, rdb := newMini(t)
+	tel := newTelemetry(t)
+	traceRedis(tel, rdb)
+	locker := tel.locker(t, rdb)
+	ctx, request := tel.parent("request")
+	everyEnd(t, tel, mr, locker, ctx)
+	request.End()
+	if r := roots(tel); len(r) != 1 {
+		t.Errorf("root spans %v, want only the request", spanNames(r))
+	}
+}
