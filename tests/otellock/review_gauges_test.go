@@ -60,7 +60,7 @@ func TestGaugesReturnToZero(t *testing.T) {
 			locker := locktest.NewClient(t, rdb, lock.WithObserver(obs))
 			ctx, request := tel.parent("request")
 			defer request.End()
-			everyEnd(t, tel, mr, locker, ctx)
+			everyEnd(t, tel, locker, ctx, mr)
 
 			m := tel.collect(t)
 			wantAllZero(t, m, "lock.held")
@@ -79,8 +79,8 @@ func TestGaugesReturnToZero(t *testing.T) {
 
 // everyEnd runs calls and holds on locker that end in every way: unlock,
 // re-entry, TryLock busy, wait limit, cancelled wait, hand-off, key
-// deleted (mr's keys), Close with a holder and a waiter. It closes locker.
-func everyEnd(t *testing.T, tel *telemetry, mr *miniredis.Miniredis, locker *lock.Client, ctx context.Context) {
+// deleted (in every one of mrs), Close with a holder and a waiter. It closes locker.
+func everyEnd(t *testing.T, tel *telemetry, locker *lock.Client, ctx context.Context, mrs ...*miniredis.Miniredis) {
 	t.Helper()
 
 	// Unlock, re-entry, TryLock busy, wait limit.
@@ -121,8 +121,8 @@ func everyEnd(t *testing.T, tel *telemetry, mr *miniredis.Miniredis, locker *loc
 
 	// A key deleted under its holder: the watchdog finds it gone.
 	lctx, unlockLost := locktest.MustLock(t, locker, ctx, "orders:2", lock.WithLease(100*time.Millisecond))
-	for _, k := range mr.Keys() {
-		mr.Del(k)
+	for _, mr := range mrs {
+		mr.FlushAll()
 	}
 	done(t, lctx, 5*time.Second, "loss of the deleted key")
 	_ = unlockLost()

@@ -69,7 +69,7 @@ func TestCleanupsStartNoTrace(t *testing.T) {
 	traceRedis(tel, rdb)
 	locker := tel.locker(t, rdb)
 	ctx, request := tel.parent("request")
-	everyEnd(t, tel, mr, locker, ctx)
+	everyEnd(t, tel, locker, ctx, mr)
 	request.End()
 	if r := roots(tel); len(r) != 1 {
 		t.Errorf("root spans %v, want only the request", spanNames(r))
