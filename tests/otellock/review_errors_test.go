@@ -85,6 +85,29 @@ func TestErrorTypesOfRealFailures(t *testing.T) {
 			t.Errorf("outcome %q, error.type %q; want error, timeout", outcome, et)
 		}
 	})
+	t.Run("pool exhausted", func(t *testing.T) {
+		srv := redistest.Start(t)
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1, PoolTimeout: 100 * time.Millisecond, MaxRetries: -1})
+		t.Cleanup(func() { _ = rdb.Close() })
+		tel := newTelemetry(t)
+		locker := tel.locker(t, rdb)
+		go func() { _ = rdb.BLPop(context.Background(), time.Second, "nothing").Err() }() // the only connection, for 1 s
+		for deadline := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
+			if st := rdb.PoolStats(); st.TotalConns == 1 && st.IdleConns == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("BLPOP did not take the connection within 1 s")
+			}
+		}
+		outcome, et := acquireErrorType(t, tel, func(ctx context.Context) error {
+			_, _, err := locker.TryLock(ctx, "orders:42")
+			return err
+		})
+		if outcome != "error" || et != "redis.ErrPoolTimeout" {
+			t.Errorf("outcome %q, error.type %q; want error, redis.ErrPoolTimeout", outcome, et)
+		}
+	})
 	// docs/observability.md lists error.type context.DeadlineExceeded for
 	// "the context ended during a Redis call", and the outcome error for
 	// "a Redis failure"; canceled is for a context that "ended the wait".
