@@ -63,6 +63,14 @@ func TestBackgroundWorkStartsNoTraceAfterRestart(t *testing.T) {
 // TestCleanupsStartNoTrace (review of issue 18, item 2): with a tracing
 // Redis client, the cleanups after a cancelled wait, a wait limit, a lost
 // hold and Close start no trace: every span is in the request's trace.
+//
+// It fails now and then (2 of 160 runs, four test processes at once):
+// the same defect as TestBackgroundWorkStartsNoTraceAfterRestart without
+// a restart. The Client creates its PubSub with Subscribe(life) and no
+// channel, starts go-redis's channel goroutine (ChannelWithSubscriptions)
+// and then subscribes; when that goroutine's Receive(context.TODO) wins
+// the race it dials the subscription's connection, whose HELLO and CLIENT
+// SETINFO become root traces.
 func TestCleanupsStartNoTrace(t *testing.T) {
 	mr, rdb := newMini(t)
 	tel := newTelemetry(t)
