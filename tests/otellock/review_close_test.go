@@ -1,0 +1,56 @@
+package otellock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
+)
+
+// TestCloseWhileRedisStalled (review of issue 18, item 3): Close with
+// holds, a re-entry and a waiter while redis-server is stopped with
+// SIGSTOP returns within 1 s (generous bound 1.5 s), ends every span with
+// outcome closed and no failure, and brings the gauges back to 0.
+func TestCloseWhileRedisStalled(t *testing.T) {
+	srv := redistest.Start(t)
+	tel := newTelemetry(t)
+	locker := tel.locker(t, srv.Client(t))
+	ctx, request := tel.parent("request")
+	defer request.End()
+
+	outer, _ := locktest.MustLock(t, locker, ctx, "orders:1")
+	locktest.MustLock(t, locker, outer, "orders:1")
+	locktest.MustLock(t, locker, ctx, "orders:2")
+	errc := make(chan error, 1)
+	go func() { _, _, err := locker.Lock(ctx, "orders:2"); errc <- err }()
+	waitGauge(t, tel, "lock.waiting", 1)
+
+	srv.Pause()
+	defer srv.Resume()
+	start := time.Now()
+	if err := locker.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if took := time.Since(start); took > 1500*time.Millisecond {
+		t.Errorf("Close took %v with Redis stalled, want within 1 s (bound 1.5 s)", took)
+	}
+	<-errc
+
+	holds := tel.ended("lock.hold")
+	if len(holds) != 3 {
+		t.Errorf("%d lock.hold spans ended, want 3", len(holds))
+	}
+	for _, s := range holds {
+		wantHoldEnd(t, s, "closed", "lock.closed", "")
+	}
+	if started, ended := len(tel.spans.Started()), len(tel.spans.Ended()); started != ended+1 {
+		t.Errorf("%d spans started, %d ended", started, ended)
+	}
+	m := tel.collect(t)
+	wantAllZero(t, m, "lock.held")
+	wantAllZero(t, m, "lock.waiting")
+	if n, sets := m.total(t, "lock.lost"); n != 0 {
+		t.Errorf("lock.lost = %d (%v) after Close, want 0", n, sets)
+	}
+}
