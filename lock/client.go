@@ -254,6 +254,9 @@ type call struct {
 func (c *Client) acquire(ctx context.Context, key string, try bool, opts []LockOption) (context.Context, UnlockFunc, error) {
 	outer := findLevel(ctx, c, key)
 	lc, optErr := c.cfg.lockConfig(opts) // first: observers get the name
+	if optErr != nil {
+		lc.name = "" // a rejected name is never recorded
+	}
 	cl := &call{ctx: ctx, rctx: ctx, start: time.Now(), a: Acquire{Key: key, Name: lc.name, Try: try, Reentrant: outer != nil, Internal: lc.internal}}
 	obs := c.cfg.observer
 	if obs != nil {

@@ -89,7 +89,8 @@ func (o Outcome) String() string {
 type Acquire struct {
 	Key string
 	// Name is the lock's name for telemetry, given with [WithName]; empty
-	// when none was given (observers then derive one from Key).
+	// when none was given, or when an option of the call was rejected
+	// (observers then derive one from Key).
 	Name      string
 	Try       bool // TryLock rather than Lock
 	Reentrant bool // the caller's context already held Key

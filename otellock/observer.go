@@ -127,8 +127,8 @@ func (o *Observer) traced(a lock.Acquire) bool {
 func (o *Observer) spanAttrs(name attribute.KeyValue, a lock.Acquire) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, 4)
 	attrs = append(attrs, name, keyReentrant.Bool(a.Reentrant))
-	if o.rawKey {
-		attrs = append(attrs, keyKey.String(a.Key))
+	if o.rawKey && a.Key != "" && len(a.Key) <= lock.MaxKeyLen { // not a key the Client rejects
+		attrs = append(attrs, keyAttr(a.Key))
 	}
 	return attrs
 }
