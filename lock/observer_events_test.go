@@ -106,8 +106,8 @@ func TestObserverWaiting(t *testing.T) {
 	if !served.Waited || served.Position != 1 || served.Outcome != lock.OutcomeAcquired {
 		t.Errorf("served waiter: %+v, want acquired after waiting at 1", served)
 	}
-	if !closed.Waited || closed.Position != 2 || closed.Outcome != lock.OutcomeError {
-		t.Errorf("waiter ended by Close: %+v, want an error after waiting at 2", closed)
+	if !closed.Waited || closed.Position != 2 || closed.Outcome != lock.OutcomeCanceled || !errors.Is(closed.Err, lock.ErrClosed) {
+		t.Errorf("waiter ended by Close: %+v, want canceled (a graceful Close is no failure) with ErrClosed after waiting at 2", closed)
 	}
 }
 

@@ -1,17 +1,22 @@
 package otellock_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/lockkit/lockkit/lock"
 )
 
 // TestCloseWhileRedisStalled (review of issue 18, item 3): Close with
 // holds, a re-entry and a waiter while redis-server is stopped with
-// SIGSTOP returns within 1 s (generous bound 1.5 s), ends every span with
-// outcome closed and no failure, and brings the gauges back to 0.
+// SIGSTOP returns within 1 s (generous bound 1.5 s), ends every hold span
+// with outcome closed and the waiter's acquire span as canceled, no
+// failure, and brings the gauges back to 0.
 func TestCloseWhileRedisStalled(t *testing.T) {
 	srv := redistest.Start(t)
 	tel := newTelemetry(t)
@@ -35,7 +40,19 @@ func TestCloseWhileRedisStalled(t *testing.T) {
 	if took := time.Since(start); took > 1500*time.Millisecond {
 		t.Errorf("Close took %v with Redis stalled, want within 1 s (bound 1.5 s)", took)
 	}
-	<-errc
+	if err := <-errc; !errors.Is(err, lock.ErrClosed) {
+		t.Errorf("Lock waiting at Close: %v, want ErrClosed", err)
+	}
+	// The waiter's span: canceled, as a caller giving up, not an error: a
+	// deploy closes Clients and must not make error spans.
+	for _, s := range tel.ended("lock.acquire") {
+		if attr(t, s, aAcquireOutcome).AsString() == "acquired" {
+			continue
+		}
+		if o := attr(t, s, aAcquireOutcome).AsString(); o != "canceled" || hasAttr(s, aErrorType) || s.Status().Code == codes.Error {
+			t.Errorf("lock.acquire of a waiter ended by Close: outcome %q, status %v, attributes %v; want canceled, no error", o, s.Status(), s.Attributes())
+		}
+	}
 
 	holds := tel.ended("lock.hold")
 	if len(holds) != 3 {
