@@ -14,8 +14,9 @@ import (
 
 // Retries of a payment: a client answered 409 (another request is paying
 // the order) or 503 (the lock service did not answer in time, as on a
-// busy host) asks again after the answer's Retry-After, as a real client
-// does, within a bounded budget; the report counts every answer.
+// busy host) asks again after the answer's Retry-After, with jitter, as a
+// real client does, within a bounded budget; the report counts every
+// answer.
 const (
 	maxAttempts   = 5               // requests per payment, the first included
 	maxRetryAfter = 2 * time.Second // the longest Retry-After obeyed
@@ -80,7 +81,8 @@ func drive(ctx context.Context, cfg config, urls []string, progress io.Writer) (
 }
 
 // pay pays order at random replicas until one answers 200, retrying a 409
-// or 503 after its Retry-After, at most maxAttempts times in all. It calls
+// or 503 after its Retry-After and a random jitter of up to as much again,
+// at most maxAttempts times in all. It calls
 // answered with the status of each answer.
 func pay(ctx context.Context, client *http.Client, urls []string, order string, answered func(status int)) payment {
 	var p payment
@@ -92,8 +94,11 @@ func pay(ctx context.Context, client *http.Client, urls []string, order string, 
 		if status != http.StatusConflict && status != http.StatusServiceUnavailable || p.attempts == maxAttempts {
 			return p
 		}
+		// Jitter, as careful clients add: the requests turned away together
+		// do not all come back at the same instant to collide again.
+		wait := retryAfter + rand.N(retryAfter+1)
 		select {
-		case <-time.After(retryAfter):
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return p
 		}
