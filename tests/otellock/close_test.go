@@ -12,9 +12,8 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// TestCloseWhileRedisStalled (review of issue 18, item 3): Close with
-// holds, a re-entry and a waiter while redis-server is stopped with
-// SIGSTOP returns within 1 s (generous bound 1.5 s), ends every hold span
+// TestCloseWhileRedisStalled: Close with holds, a re-entry and a waiter
+// while redis-server is stopped with SIGSTOP returns within 1 s (generous bound 1.5 s), ends every hold span
 // with outcome closed and the waiter's acquire span as canceled, no
 // failure, and brings the gauges back to 0.
 func TestCloseWhileRedisStalled(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// TestQueuePositions (review of issue 18, item 4): three Lock calls, of
+// TestQueuePositions: three Lock calls, of
 // two Clients, that come one after another while the key is held get
 // queue positions 1, 2 and 3 on their lock.acquire spans, and lock.waiting
 // counts each Client's own waiters.

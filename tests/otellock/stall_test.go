@@ -14,19 +14,13 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// TestStalledRedisIsNotContention (review of issue 18, items 3 and 4):
-// when Redis stops answering, ginlock answers 503 "the lock service is
-// unavailable", but otellock records the acquisition as outcome timeout,
-// which docs/observability.md defines as "Lock's wait limit passed" and
-// counts as contention ("busy and timeout are contention"; the dashboard
-// starter for contention is busy+timeout by lock.name). An SRE then sees
+// TestStalledRedisIsNotContention: when Redis stops answering, ginlock
+// answers 503 "the lock service is unavailable", and otellock records the
+// acquisition as outcome error with an error.type, not as timeout, which
+// docs/observability.md counts as contention: an SRE must not see
 // contention on orders:{id} during a Redis outage, and no error at all.
-// The cause: the Client reports a Redis call cut off by the call's wait
-// limit (lock.WithMaxWait, which ginlock sets from its acquire timeout)
-// as a NotObtainedError marked timedOut (lock/client.go ended), whatever
-// the key's state; a TryLock with a deadline is "canceled" the same way
-// (TestErrorTypesOfRealFailures). Redis not answering must be outcome
-// error with an error.type, as a refused connection is.
+// The same holds for a TryLock bounded by lock.WithMaxWait (ginlock sets
+// the wait limit from its acquire timeout) while Redis does not answer.
 func TestStalledRedisIsNotContention(t *testing.T) {
 	gin.SetMode(gin.TestMode)
 	srv := redistest.Start(t)

@@ -28,7 +28,7 @@ func acquireErrorType(t *testing.T, tel *telemetry, lockIt func(ctx context.Cont
 	return outcome, attr(t, s, aErrorType).AsString()
 }
 
-// TestErrorTypesOfRealFailures (review of issue 18, item 3): against a
+// TestErrorTypesOfRealFailures: against a
 // real redis-server, the common failures get the error.type that
 // docs/observability.md lists.
 func TestErrorTypesOfRealFailures(t *testing.T) {
@@ -108,11 +108,11 @@ func TestErrorTypesOfRealFailures(t *testing.T) {
 			t.Errorf("outcome %q, error.type %q; want error, redis.ErrPoolTimeout", outcome, et)
 		}
 	})
-	// docs/observability.md lists error.type context.DeadlineExceeded for
-	// "the context ended during a Redis call", and the outcome error for
-	// "a Redis failure"; canceled is for a context that "ended the wait".
-	// A TryLock does not wait: cut off while Redis does not answer, it is
-	// a Redis failure, and a dashboard of errors must show the stall.
+	// docs/observability.md: a call whose deadline passed while a Redis
+	// command was unanswered is outcome error with error.type
+	// context.DeadlineExceeded; canceled is for a context that ended a
+	// wait. A TryLock does not wait: cut off while Redis does not answer,
+	// it is a Redis failure, and a dashboard of errors must show the stall.
 	t.Run("Redis stalled, TryLock cut off by its deadline", func(t *testing.T) {
 		srv := redistest.Start(t)
 		rdb := srv.Client(t) // go-redis's default read timeout, 3 s

@@ -9,7 +9,7 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// TestQuorumEveryEnd (review of issue 18): in quorum mode (three Redis
+// TestQuorumEveryEnd: in quorum mode (three Redis
 // masters, no queue and no fencing token), every way a call or hold ends
 // brings lock.held and lock.waiting back to 0, ends every span, and,
 // with tracing Redis clients, starts no trace of the Client's own work.

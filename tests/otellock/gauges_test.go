@@ -43,7 +43,7 @@ func wantAllZero(t *testing.T, m metrics, name string) {
 	}
 }
 
-// TestGaugesReturnToZero (review of issue 18): whatever way calls and
+// TestGaugesReturnToZero: whatever way calls and
 // holds end (unlock, re-entry, TryLock busy, wait limit, cancelled wait,
 // hand-off, key deleted, Close with a holder and a waiter), lock.held and
 // lock.waiting come back to 0 in every attribute set and every span that

@@ -13,7 +13,7 @@ import (
 	"github.com/lockkit/lockkit/otellock"
 )
 
-// TestLockNamesCappedConcurrently (review of issue 18): many goroutines
+// TestLockNamesCappedConcurrently: many goroutines
 // bringing new names at once leave exactly the cap's number of names
 // plus _OTHER, and the error handler hears of it once.
 func TestLockNamesCappedConcurrently(t *testing.T) {
@@ -57,15 +57,12 @@ func TestLockNamesCappedConcurrently(t *testing.T) {
 	}
 }
 
-// TestRejectedNameIsNotRecorded (review of issue 18, item 1; "every bad
-// input gets a clear error and changes nothing"): a Lock whose
-// lock.WithName is rejected with ErrInvalid (not UTF-8, or longer than
-// lock.MaxNameLen) must not record that name. Today the Client hands the
-// rejected name to the Observer (lockConfig is read "first: observers get
-// the name" even when it fails), so a 1,000-byte name or invalid UTF-8
-// becomes a lock.name series: invalid UTF-8 in an attribute makes OTLP's
-// protobuf encoding of every later export of that cumulative metric fail,
-// and each rejected name uses up one place of the names cap.
+// TestRejectedNameIsNotRecorded ("every bad input gets a clear error and
+// changes nothing"): a Lock whose lock.WithName is rejected with
+// ErrInvalid (not UTF-8, or longer than lock.MaxNameLen) does not record
+// that name: invalid UTF-8 in an attribute would make OTLP's protobuf
+// encoding of every later export of that cumulative metric fail, and each
+// rejected name would use up one place of the names cap.
 func TestRejectedNameIsNotRecorded(t *testing.T) {
 	_, rdb := newMini(t)
 	tel := newTelemetry(t)

@@ -11,7 +11,7 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// TestLossReasons (review of issue 18, item 4): against a real
+// TestLossReasons: against a real
 // redis-server, lock.lost.reason tells a deleted key, a key taken over by
 // another owner and a Redis restarted empty (key_gone) from a Redis gone
 // down for good (not_renewed), on the span and on lock.lost.
