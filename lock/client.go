@@ -254,15 +254,19 @@ type call struct {
 func (c *Client) acquire(ctx context.Context, key string, try bool, opts []LockOption) (context.Context, UnlockFunc, error) {
 	outer := findLevel(ctx, c, key)
 	lc, optErr := c.cfg.lockConfig(opts) // first: observers get the name
+	if optErr != nil {
+		lc.name = "" // a rejected name is never recorded
+	}
 	cl := &call{ctx: ctx, rctx: ctx, start: time.Now(), a: Acquire{Key: key, Name: lc.name, Try: try, Reentrant: outer != nil, Internal: lc.internal}}
 	obs := c.cfg.observer
 	if obs != nil {
 		cl.rctx = obs.AcquireStarted(ctx, cl.a)
 	}
+	open := !c.isClosed()
 	lvl, err := c.obtain(cl, lc, optErr, outer)
 	if err != nil {
 		if obs != nil {
-			cl.a.Wait, cl.a.Err, cl.a.Outcome = time.Since(cl.start), err, outcomeOf(err)
+			cl.a.Wait, cl.a.Err, cl.a.Outcome = time.Since(cl.start), err, outcomeOf(err, open)
 			obs.AcquireEnded(cl.rctx, cl.a, nil)
 		}
 		return nil, nil, err
@@ -270,14 +274,23 @@ func (c *Client) acquire(ctx context.Context, key string, try bool, opts []LockO
 	return lvl.ctx, lvl.unlock, nil
 }
 
-func outcomeOf(err error) Outcome {
+// outcomeOf classifies the error of a call; open tells that the Client
+// was not closed when the call began. Contention (busy, timeout) and a
+// caller giving up or a graceful Close (canceled) are not failures; a Redis
+// call left unanswered when the call's context ended is one: a stalled
+// Redis must not look like a held key.
+func outcomeOf(err error, open bool) Outcome {
 	var e *NotObtainedError
 	switch {
 	case err == nil:
 		return OutcomeAcquired
+	case err == ErrClosed && open: // Close ended the call under way
+		return OutcomeCanceled
 	case !errors.Is(err, ErrNotObtained):
 		return OutcomeError
-	case errors.As(err, &e) && e.timedOut: // the wait limit, also during a Redis call
+	case errors.As(err, &e) && e.unanswered:
+		return OutcomeError
+	case e != nil && e.timedOut:
 		return OutcomeTimeout
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return OutcomeCanceled
@@ -324,22 +337,26 @@ func (c *Client) callContext(cl *call, lc lockConfig) (context.Context, context.
 }
 
 // ended is the error of a call whose context ended: what ended it, as a
-// [NotObtainedError] joined with the caller's ctx.Err(), or ErrClosed.
-// remaining is what the last attempt said of the holder's lease; cutOff
-// tells that a Redis call was under way, unanswered.
+// [NotObtainedError] joined with the caller's ctx.Err() (with
+// context.DeadlineExceeded for the wait limit when a Redis call was cut
+// off), or ErrClosed. remaining is what the last attempt said of the
+// holder's lease; cutOff tells that a Redis call was under way,
+// unanswered: when a deadline (the caller's or the wait limit) rather than
+// a cancellation cut it off, Redis did not answer in time.
 func ended(ctx context.Context, key string, remaining time.Duration, cutOff bool) error {
 	e := &NotObtainedError{Key: key, RemainingLease: remaining}
-	switch cause := context.Cause(ctx); cause {
+	switch context.Cause(ctx) {
 	case ErrClosed:
 		return ErrClosed
 	case errWaitLimit:
 		e.timedOut = true
-		if cutOff {
-			return errors.Join(e, context.DeadlineExceeded)
+		if !cutOff {
+			return e
 		}
-		return e
 	}
-	return errors.Join(e, ctx.Err())
+	err := ctx.Err()
+	e.unanswered = cutOff && err == context.DeadlineExceeded
+	return errors.Join(e, err)
 }
 
 func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {

@@ -75,7 +75,8 @@ type NotObtainedError struct {
 	// served, so TryLock does not get a key in steady Lock demand.
 	Reserved bool
 
-	timedOut bool // Lock's wait limit passed
+	timedOut   bool // Lock's wait limit passed
+	unanswered bool // a deadline passed while Redis did not answer a call
 }
 
 func (e *NotObtainedError) Error() string {
@@ -86,6 +87,8 @@ func (e *NotObtainedError) Error() string {
 	switch {
 	case e.RemainingLease > 0:
 		return fmt.Sprintf("lock: not obtained: %q %s (%s in %v)", e.Key, state, ends, e.RemainingLease)
+	case e.unanswered:
+		return fmt.Sprintf("lock: not obtained: %q: Redis did not answer in time", e.Key)
 	case e.timedOut:
 		return fmt.Sprintf("lock: not obtained: %q: wait limit passed", e.Key)
 	}

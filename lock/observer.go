@@ -68,9 +68,12 @@ type Outcome int
 const (
 	OutcomeAcquired Outcome = iota // the lock is held (or re-entered)
 	OutcomeBusy                    // TryLock found another owner
-	OutcomeTimeout                 // the wait limit passed
-	OutcomeCanceled                // the caller's context ended the wait
-	OutcomeError                   // bad input, Redis failure, closed client or lost outer hold
+	OutcomeTimeout                 // the wait limit passed while the key was held
+	OutcomeCanceled                // the caller's context ended the wait, or Close ended the call
+	// OutcomeError: bad input, a Redis failure (also a Redis call still
+	// unanswered when the context's deadline or the wait limit passed), a
+	// call after Close, or a lost outer hold.
+	OutcomeError
 )
 
 var outcomeNames = [...]string{"acquired", "busy", "timeout", "canceled", "error"}
@@ -89,7 +92,8 @@ func (o Outcome) String() string {
 type Acquire struct {
 	Key string
 	// Name is the lock's name for telemetry, given with [WithName]; empty
-	// when none was given (observers then derive one from Key).
+	// when none was given, or when an option of the call was rejected
+	// (observers then derive one from Key).
 	Name      string
 	Try       bool // TryLock rather than Lock
 	Reentrant bool // the caller's context already held Key

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -106,8 +107,8 @@ func TestObserverWaiting(t *testing.T) {
 	if !served.Waited || served.Position != 1 || served.Outcome != lock.OutcomeAcquired {
 		t.Errorf("served waiter: %+v, want acquired after waiting at 1", served)
 	}
-	if !closed.Waited || closed.Position != 2 || closed.Outcome != lock.OutcomeError {
-		t.Errorf("waiter ended by Close: %+v, want an error after waiting at 2", closed)
+	if !closed.Waited || closed.Position != 2 || closed.Outcome != lock.OutcomeCanceled || !errors.Is(closed.Err, lock.ErrClosed) {
+		t.Errorf("waiter ended by Close: %+v, want canceled (a graceful Close is no failure) with ErrClosed after waiting at 2", closed)
 	}
 }
 
@@ -246,5 +247,56 @@ func TestObserverContexts(t *testing.T) {
 	}
 	if got := drain(); got["hold"] == 0 || got[""] != 0 || got["call"] != 0 {
 		t.Errorf("marks after renewals up to the unlock: %v, want hold (and background)", got)
+	}
+}
+
+// TestEveryCommandUnderObserverContexts (Observer.Background: "the base of every Redis call the Client makes on
+// its own ... and pub/sub"): whatever happens (a waiter subscribed, a
+// cancelled wait, a Redis restart, hand-off, Close), every Redis command
+// the Client sends runs under a context an Observer returned, so that
+// otellock's mark keeps a tracing Redis client from starting traces. The
+// restart makes the subscription reconnect: its HELLO and CLIENT SETINFO
+// run in the Client's receive loop, under the Client's life context (not
+// go-redis's channel goroutine, which works under context.TODO).
+func TestEveryCommandUnderObserverContexts(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	hook := markHook{marks: make(chan string, 100000)}
+	rdb.AddHook(hook)
+	c := locktest.NewClient(t, rdb, lock.WithObserver(&markingObserver{}))
+	ctx := context.Background()
+
+	_, unlock := locktest.MustLock(t, c, ctx, "k", lock.WithLease(2*time.Second))
+	got := make(chan error, 1)
+	go func() {
+		_, u, err := c.Lock(ctx, "k", lock.WithMaxWait(10*time.Second))
+		if err == nil {
+			_ = u()
+		}
+		got <- err
+	}()
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, _, err := c.Lock(cctx, "k"); err == nil {
+		t.Fatal("Lock of a held key succeeded before its deadline")
+	}
+	srv.Restart() // every connection broken; the key is gone
+	_ = unlock()
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	unmarked := 0
+	for len(hook.marks) > 0 {
+		if <-hook.marks == "" {
+			unmarked++
+		}
+	}
+	if unmarked != 0 {
+		t.Errorf("%d Redis commands ran under no context of the Observer", unmarked)
 	}
 }

@@ -1,10 +1,28 @@
 package lock
 
 import (
+	"context"
+	"errors"
+	"net"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// healthCheck is how long a pub/sub connection may stay silent before it
+// is pinged, to find one that broke without a word: once per default
+// lease. A broken subscription only delays waiters until the holder's
+// lease ends, when they try again anyway.
+const healthCheck = 30 * time.Second
+
+// pingTimeout bounds a health-check PING; a PING that fails reconnects.
+const pingTimeout = time.Second
+
+// receivePause is how long the receive loop waits before a receive that
+// follows a failed one, so that an unreachable Redis is not dialled in a
+// busy loop.
+const receivePause = 100 * time.Millisecond
 
 // subscriber keeps one node's subscriptions to the channels of the keys
 // this Client's waiters wait for. Its one goroutine sends the SUBSCRIBE
@@ -100,5 +118,60 @@ func (s *subscriber) closeAll() {
 	}
 	for _, ps := range s.sharded {
 		_ = ps.Close()
+	}
+}
+
+// listen dispatches what ps receives until ps is closed or the Client's
+// life ends. The loop reads the subscription itself, rather than through
+// go-redis's channel goroutine (which works under context.TODO), so that
+// every command on the connection runs under the Client's life context,
+// which derives from the Observer's Background context: the first
+// connection and each reconnection (HELLO, the resubscribing of every
+// channel) as well as the health-check pings. A reconnection happens when
+// a receive or a ping finds the connection broken; go-redis then
+// subscribes every channel again, and the confirmations wake the waiters
+// (see [waiters.dispatch]), which may have missed messages.
+func (w *waiters) listen(ps *redis.PubSub) {
+	life := w.c.life
+	w.c.tasks.run(func() {
+		failed := false
+		for {
+			msg, err := ps.ReceiveTimeout(life, healthCheck)
+			switch {
+			case err == nil:
+				failed = false
+				w.dispatch(msg)
+				continue
+			case errors.Is(err, redis.ErrClosed) || life.Err() != nil:
+				return
+			case isTimeout(err): // silent: the connection is kept
+				ctx, cancel := context.WithTimeout(life, pingTimeout)
+				_ = ps.Ping(ctx)
+				cancel()
+				continue
+			}
+			if failed && !pause(life, receivePause) {
+				return
+			}
+			failed = true
+		}
+	})
+}
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// pause waits d; it reports false when ctx ended first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }

@@ -11,10 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// healthCheck is how often a silent pub/sub connection is pinged, to find
-// one that broke without a word: once per default lease.
-const healthCheck = 30 * time.Second
-
 // claimWindow is how long a free lock is kept for the first queued waiter,
 // whose turn it is (see queue.lua). A waiter that does not try within it,
 // because its process died or stalled, loses its place and the next waiter
@@ -286,19 +282,6 @@ func (w *waiters) drop(q *queue) {
 	for _, s := range w.subs {
 		s.ask(q.channel, false)
 	}
-}
-
-// listen dispatches what ps receives until ps is closed.
-func (w *waiters) listen(ps *redis.PubSub) {
-	// go-redis pings a silent subscription every 3 s by default. Waiters
-	// need it far less often: a broken subscription only delays them until
-	// the holder's lease ends, when they try again anyway.
-	ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(healthCheck))
-	w.c.tasks.run(func() {
-		for msg := range ch {
-			w.dispatch(msg)
-		}
-	})
 }
 
 // dispatch handles a message: "<from> <next> <token> <ms>" hands the key

@@ -2,6 +2,8 @@ package otellock
 
 import (
 	"errors"
+	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.39.0"
@@ -46,6 +48,27 @@ func operation(try bool) attribute.KeyValue {
 		return keyOperation.String("try_lock")
 	}
 	return keyOperation.String("lock")
+}
+
+// MaxKeyAttrLen is the longest lock.key attribute [WithRawKey] records, in
+// bytes: a longer key is cut to fit, ending in "…".
+const MaxKeyAttrLen = 256
+
+// keyMarker ends a lock.key attribute cut to MaxKeyAttrLen.
+const keyMarker = "…"
+
+// keyAttr returns the lock.key attribute of key: valid UTF-8 (each run of
+// bytes that is not becomes U+FFFD) and at most MaxKeyAttrLen bytes.
+func keyAttr(key string) attribute.KeyValue {
+	key = strings.ToValidUTF8(key, string(utf8.RuneError))
+	if len(key) > MaxKeyAttrLen {
+		n := MaxKeyAttrLen - len(keyMarker)
+		for !utf8.RuneStart(key[n]) {
+			n--
+		}
+		key = key[:n] + keyMarker
+	}
+	return keyKey.String(key)
 }
 
 // token converts a fencing token to the int64 that attributes carry.

@@ -22,9 +22,11 @@
 // children. It ends at unlock, or when the lease is lost (the event
 // lock.lost with its reason, status Error) or the Client closed (the
 // event lock.closed, no failure). A TryLock that finds the key held, a
-// Lock whose wait limit passed and a cancelled wait are outcomes
-// (lock.acquire.outcome), not errors; a Redis failure, a bad argument or a
-// closed Client is an error, with the attribute error.type.
+// Lock whose wait limit passed while the key was held, a cancelled wait
+// and a call that a graceful Close ended are outcomes
+// (lock.acquire.outcome), not errors; a Redis failure (also a Redis that
+// did not answer before the call's deadline or wait limit), a bad argument
+// or a call after Close is an error, with the attribute error.type.
 //
 // A lock taken with a context without a span, as a cron job does, makes the
 // lock.hold span the root of a trace; it links to its lock.acquire span.

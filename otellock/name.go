@@ -23,16 +23,21 @@ const DefaultMaxLockNames = 100
 
 // DefaultLockName is the default lock.name of a key that was not given a
 // name with [lock.WithName]: the key's first ':'-separated segment when it
-// looks constant, that is 1 to 32 bytes, all ASCII letters, '_', '-' or
-// '.'; otherwise "_OTHER". The segments after the first are never kept:
-// a letters-only segment may be a user's or a product's name as well as a
-// constant.
+// looks like a word a developer wrote, otherwise "_OTHER". Such a word is
+// 1 to 32 bytes of lower-case ASCII letters, '-', '_' and '.', and is not
+// hex-like (8 or more bytes of the letters a to f only). Mixed case, digits
+// and hex-like runs mark identifiers (tokens, digests, ids), which would
+// give a metrics backend one series per user. The segments after the first
+// are never kept: a letters-only segment may be a user's or a product's
+// name as well as a constant.
 //
 //	orders:42              → orders
 //	users:alice:cart       → users
 //	cron:nightly-report:17 → cron
 //	billing                → billing
 //	3f2a9c                 → _OTHER
+//	deadbeefcafe:1         → _OTHER
+//	xKqPzRwTbN             → _OTHER
 //
 // For finer names, name the lock where it is taken ([lock.WithName], as
 // packages ginlock and cronlock do) or give the Observer a name function
@@ -45,18 +50,26 @@ func DefaultLockName(key string) string {
 	return seg
 }
 
+// minHexLike is the length from which a segment of the letters a to f only
+// is taken for a hex identifier.
+const minHexLike = 8
+
+// constantSegment reports whether s looks like a word a developer wrote.
 func constantSegment(s string) bool {
 	if s == "" || len(s) > maxNameSegment {
 		return false
 	}
+	hex := true
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', c == '_', c == '-', c == '.':
+		case 'a' <= c && c <= 'f':
+		case 'g' <= c && c <= 'z', c == '_', c == '-', c == '.':
+			hex = false
 		default:
 			return false
 		}
 	}
-	return true
+	return !hex || len(s) < minHexLike
 }
 
 // names caps the distinct lock names an Observer records: the first max

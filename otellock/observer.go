@@ -89,8 +89,11 @@ func unsampled() trace.SpanContext {
 // (the watchdog's renewals, cleanups, pub/sub) start no trace in a
 // tracing Redis client, such as one instrumented by go-redis's
 // OpenTelemetry hooks: their spans get an unsampled parent, which a
-// parent-based sampler (the SDK's default) does not record. Renewals are
-// recorded as metrics instead. It implements [lock.Observer].
+// parent-based sampler (the SDK's default) does not record; a sampler
+// that ignores the parent, such as the SDK's AlwaysSample alone, records
+// them in one trace per Observer under a parent span that never exists,
+// so use a parent-based one. Renewals are recorded as metrics instead. It
+// implements [lock.Observer].
 func (o *Observer) Background(ctx context.Context) context.Context {
 	return o.untraced(ctx)
 }
@@ -127,8 +130,8 @@ func (o *Observer) traced(a lock.Acquire) bool {
 func (o *Observer) spanAttrs(name attribute.KeyValue, a lock.Acquire) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, 4)
 	attrs = append(attrs, name, keyReentrant.Bool(a.Reentrant))
-	if o.rawKey {
-		attrs = append(attrs, keyKey.String(a.Key))
+	if o.rawKey && a.Key != "" && len(a.Key) <= lock.MaxKeyLen { // not a key the Client rejects
+		attrs = append(attrs, keyAttr(a.Key))
 	}
 	return attrs
 }

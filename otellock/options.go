@@ -70,7 +70,10 @@ func WithInternalSpans() Option {
 // WithRawKey adds the lock key itself as the lock.key attribute of spans,
 // and the full error messages, which name the key, to their status. Keys
 // often hold identifiers of users or orders, so this is off by default.
-// Metrics never get the raw key; see [WithLockName].
+// Metrics never get the raw key; see [WithLockName]. The attribute is
+// valid UTF-8 (bytes that are not become U+FFFD) and at most
+// [MaxKeyAttrLen] bytes (a longer key is cut, ending in "…"); a key the
+// Client rejects (empty, or over [lock.MaxKeyLen]) is not recorded.
 func WithRawKey() Option {
 	return func(c *config) { c.rawKey = true }
 }

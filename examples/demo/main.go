@@ -4,7 +4,11 @@
 // every second, all traced by otellock. The demo drives concurrent HTTP
 // payments at them, with many duplicates per order, then reports and
 // checks what matters: every order paid exactly once, no two payments of
-// an order at once, every cron tick run once, no lease lost.
+// an order at once, every cron tick run once, no lease lost. Its clients
+// act as real ones: answered 409 (the order is being paid by another
+// request) or 503 (the lock service did not answer in time, as on a busy
+// host), they ask again after the answer's Retry-After, a few times at
+// most; each payment must end with a 200 within that budget.
 //
 // It runs against an embedded Redis by default; -redis (or REDIS_URL)
 // points it at a real one, where it writes only under a fresh key prefix:
@@ -88,9 +92,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 	defer f.close()
 	fmt.Fprintf(out, "lockkit demo: %d replicas on %s, %d concurrent clients for %v, %s\n",
 		cfg.replicas, f.listenAddrs(), cfg.concurrency, cfg.duration, f.redisName)
-	orders, statuses := drive(ctx, cfg, f.urls(), out)
+	orders, statuses, payments := drive(ctx, cfg, f.urls(), out)
 	f.stopCron()
-	rep := newReport(orders, statuses, f.shop, f.spans.Ended())
+	rep := newReport(orders, statuses, payments, f.shop, f.spans.Ended())
 	rep.print(out)
 	if cfg.serve && ctx.Err() == nil {
 		fmt.Fprintf(out, "\nserving until interrupted; try:\n  curl -i -X POST %s/orders/42/pay\n", f.urls()[0])

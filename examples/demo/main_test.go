@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,7 +33,7 @@ func TestDemoEmbedded(t *testing.T) {
 	if rep.statuses[409] == 0 {
 		t.Errorf("no request was turned away: the load never contended\n%s", out.String())
 	}
-	for _, want := range []string{"each paid exactly once  ok", "lost leases  0  ok", "lock.hold", "PASS"} {
+	for _, want := range []string{"each paid exactly once  ok", "not answered 200 within 5 requests  ok", "answered \"already paid\"", "lost leases  0  ok", "lock.hold", "PASS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -71,5 +74,44 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 		if _, err := run(context.Background(), cfg, &bytes.Buffer{}); err == nil {
 			t.Errorf("Redis URL %s was accepted", url)
 		}
+	}
+}
+
+// TestPayRetries: a client answered 409 or 503 asks again after the
+// answer's Retry-After until a 200, and gives up after maxAttempts
+// requests; every answer is counted.
+func TestPayRetries(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		failures  int // answers before a 200
+		status    int
+		wantTries int
+		want      int
+	}{
+		{"503 then 200", 2, http.StatusServiceUnavailable, 3, http.StatusOK},
+		{"409 then 200", 1, http.StatusConflict, 2, http.StatusOK},
+		{"503 for good", 100, http.StatusServiceUnavailable, maxAttempts, http.StatusServiceUnavailable},
+		{"500 is not retried", 100, http.StatusInternalServerError, 1, http.StatusInternalServerError},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var n atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) <= int64(tt.failures) {
+					w.Header().Set("Retry-After", "0")
+					w.WriteHeader(tt.status)
+					return
+				}
+				w.WriteHeader(http.StatusOK)
+			}))
+			defer srv.Close()
+			counted := map[int]int{}
+			p := pay(context.Background(), srv.Client(), []string{srv.URL}, "1-1", func(status int) { counted[status]++ })
+			if p.attempts != tt.wantTries || p.status != tt.want {
+				t.Errorf("payment %+v, want %d attempts ending in %d", p, tt.wantTries, tt.want)
+			}
+			if total := counted[tt.status] + counted[http.StatusOK]; total != tt.wantTries || int(n.Load()) != tt.wantTries {
+				t.Errorf("%d answers counted (%v), %d requests served; want %d", total, counted, n.Load(), tt.wantTries)
+			}
+		})
 	}
 }

@@ -67,13 +67,18 @@ func roots(tel *telemetry) []sdktrace.ReadOnlySpan {
 	return out
 }
 
-// TestBackgroundWorkStartsNoTrace: with a tracing Redis client, the
-// commands of an acquisition are children of lock.acquire and those of
-// the unlock children of lock.hold, while the watchdog's renewals start
-// no trace: they are metrics only.
+// TestBackgroundWorkStartsNoTrace: with a tracing Redis client and the
+// parent-based sampler docs/observability.md asks for (the SDK's default,
+// set here so that OTEL_TRACES_SAMPLER cannot change it), the commands of
+// an acquisition are children of lock.acquire and those of the unlock
+// children of lock.hold, while the watchdog's renewals start no trace and
+// join none: they are metrics only, and no recorded span has a parent that
+// was never recorded.
 func TestBackgroundWorkStartsNoTrace(t *testing.T) {
 	_, rdb := newMini(t)
 	tel := newTelemetry(t)
+	tel.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tel.spans), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
+	t.Cleanup(func() { _ = tel.tp.Shutdown(context.Background()) })
 	hook := traceRedis(tel, rdb)
 	locker := tel.locker(t, rdb)
 	ctx, request := tel.parent("request")
@@ -109,6 +114,9 @@ func TestBackgroundWorkStartsNoTrace(t *testing.T) {
 		byID[s.SpanContext().SpanID()] = s
 	}
 	for _, s := range tel.spans.Ended() {
+		if p := s.Parent(); p.IsValid() && byID[p.SpanID()] == nil {
+			t.Errorf("span %s has a parent that was never recorded (trace %s)", s.Name(), p.TraceID())
+		}
 		if !strings.HasPrefix(s.Name(), "redis ") {
 			continue
 		}
@@ -119,6 +127,27 @@ func TestBackgroundWorkStartsNoTrace(t *testing.T) {
 		if p == nil || (p.Name() != "lock.acquire" && p.Name() != "lock.hold") {
 			t.Errorf("Redis span %s does not descend from lock.acquire or lock.hold", s.Name())
 		}
+	}
+}
+
+// TestCleanupsStartNoTrace: with a tracing
+// Redis client, the cleanups after a cancelled wait, a wait limit, a lost
+// hold and Close start no trace: every span is in the request's trace.
+// The subscription's connection is made by whichever comes first, the
+// Client's receive loop or its SUBSCRIBE: both run under the Client's
+// life context, so its HELLO and CLIENT SETINFO start no trace either
+// (lock's TestEveryCommandUnderObserverContexts checks every command,
+// also after a Redis restart, at the level of the Observer contract).
+func TestCleanupsStartNoTrace(t *testing.T) {
+	mr, rdb := newMini(t)
+	tel := newTelemetry(t)
+	traceRedis(tel, rdb)
+	locker := tel.locker(t, rdb)
+	ctx, request := tel.parent("request")
+	everyEnd(t, tel, locker, ctx, mr)
+	request.End()
+	if r := roots(tel); len(r) != 1 {
+		t.Errorf("root spans %v, want only the request", spanNames(r))
 	}
 }
 
