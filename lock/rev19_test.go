@@ -88,4 +88,3 @@ func TestLeaveHandOffKeepsTTL(t *testing.T) {
 		t.Fatalf("lock handed to %s with no TTL (PTTL %v): held forever by a dead waiter", dead, ttl)
 	}
 }
-
