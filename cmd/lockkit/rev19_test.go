@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
+)
+
+// syncBuffer is a bytes.Buffer safe to read while a run writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// prompted starts unlock --force key with a stdin that stays open and
+// waits until it asks for confirmation. It returns the stdin's writer,
+// stderr, the cancel of the run's context and the run's exit code.
+func prompted(t *testing.T, url, key string) (*io.PipeWriter, *syncBuffer, context.CancelFunc, <-chan int) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { _ = pw.Close() })
+	var out, errOut syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"unlock", "--force", key}, env{
+			stdin: pr, stdout: &out, stderr: &errOut,
+			getenv: func(name string) string {
+				if name == "REDIS_URL" {
+					return url
+				}
+				return ""
+			},
+		})
+	}()
+	for start := time.Now(); !strings.Contains(errOut.String(), "[y/N]"); time.Sleep(2 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("no prompt: %s", errOut.String())
+		}
+	}
+	return pw, &errOut, cancel, code
+}
+
+// TestUnlockPromptEndsOnInterrupt: main turns SIGINT into the run's
+// context ending, but the confirmation prompt reads stdin without
+// watching the context, so Ctrl-C at "Force-unlock? [y/N]" does nothing.
+func TestUnlockPromptEndsOnInterrupt(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	_, unlock := locktest.MustLock(t, holder(t, rdb, "stuck"), ctx, "orders:42")
+	defer unlock()
+
+	pw, errOut, interrupt, code := prompted(t, "redis://"+srv.Addr, "orders:42")
+	interrupt() // what SIGINT does in main
+	select {
+	case c := <-code:
+		if c == exitOK || !locktest.Held(t, rdb, "lockkit:{orders:42}") {
+			t.Fatalf("interrupted prompt: exit %d, key held %v\n%s", c, locktest.Held(t, rdb, "lockkit:{orders:42}"), errOut.String())
+		}
+	case <-time.After(time.Second):
+		_ = pw.Close() // let the run end
+		<-code
+		t.Fatalf("unlock --force still waits for an answer 1 s after SIGINT")
+	}
+}
+
+// TestUnlockForceEndsTheHolderConfirmed: the prompt shows one holder, but
+// ForceUnlock then ends whoever holds the key when the operator answers:
+// if the shown holder released meanwhile and another took the key, the
+// innocent new holder is force-unlocked (so is the waiter the key was
+// handed to, when two operators force the same key at once).
+func TestUnlockForceEndsTheHolderConfirmed(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	_, unlockStuck := locktest.MustLock(t, holder(t, rdb, "stuck"), ctx, "orders:42")
+
+	pw, errOut, _, code := prompted(t, "redis://"+srv.Addr, "orders:42")
+	if !strings.Contains(errOut.String(), "held by stuck") {
+		t.Fatalf("prompt: %s", errOut.String())
+	}
+	// While the operator reads, the stuck holder finishes and another
+	// process takes the key.
+	if err := unlockStuck(); err != nil {
+		t.Fatal(err)
+	}
+	innocent := holder(t, rdb, "innocent")
+	_, unlock := locktest.MustLock(t, innocent, ctx, "orders:42")
+	defer unlock()
+	if _, err := io.WriteString(pw, "y\n"); err != nil {
+		t.Fatal(err)
+	}
+	c := <-code
+	info, err := innocent.Inspect(ctx, "orders:42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Held || info.Holder.Label != "innocent" {
+		t.Fatalf("the operator confirmed ending stuck's hold; the command (exit %d) ended innocent's instead: %+v\n%s", c, info, errOut.String())
+	}
+}
