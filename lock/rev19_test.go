@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/lockkit/lockkit/lock"
 )
 
 // TestHeldPatternMatchesEscapedKeys: Held's pattern is a glob over the
@@ -86,5 +87,41 @@ func TestLeaveHandOffKeepsTTL(t *testing.T) {
 	}
 	if ttl := rdb.PTTL(ctx, name).Val(); ttl < 0 {
 		t.Fatalf("lock handed to %s with no TTL (PTTL %v): held forever by a dead waiter", dead, ttl)
+	}
+}
+
+// TestQuorumForceUnlockWithoutMajority: in quorum mode ForceUnlock
+// reports success when a single node answered, although the holder still
+// has a majority: once the other nodes answer again its renewals go
+// through and it keeps the key (there are no fencing tokens in quorum
+// mode to stop its writes). It should fail unless the hold was ended on
+// enough nodes that the holder cannot keep a majority.
+func TestQuorumForceUnlockWithoutMajority(t *testing.T) {
+	srvs, clients := quorumOf(t, 3)
+	ctx := context.Background()
+	x := newQuorum(t, clients(), lock.WithDefaultLease(3*time.Second))
+	held, unlock := locktest.MustLock(t, x, ctx, "q")
+	defer unlock()
+	op := newQuorum(t, clients(), lock.WithNodeTimeout(100*time.Millisecond))
+
+	srvs[1].Pause()
+	srvs[2].Pause()
+	fctx, cancel := context.WithTimeout(ctx, time.Second)
+	f, err := op.ForceUnlock(fctx, "q")
+	cancel()
+	srvs[1].Resume()
+	srvs[2].Resume()
+	if err != nil {
+		return // refused: nothing to check
+	}
+	// ForceUnlock said the hold was ended: the holder must lose it.
+	select {
+	case <-held.Done():
+		if !errors.Is(context.Cause(held), lock.ErrLost) {
+			t.Fatalf("hold ended with %v", context.Cause(held))
+		}
+	case <-time.After(6 * time.Second): // two leases: several renewals
+		info, _ := op.Inspect(ctx, "q")
+		t.Fatalf("ForceUnlock reported %+v (nil error) with one node of three answering; the holder still holds the key on a majority 6 s later: %+v", f, info.Holder)
 	}
 }
