@@ -3,8 +3,11 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
@@ -123,5 +126,175 @@ func TestQuorumForceUnlockWithoutMajority(t *testing.T) {
 	case <-time.After(6 * time.Second): // two leases: several renewals
 		info, _ := op.Inspect(ctx, "q")
 		t.Fatalf("ForceUnlock reported %+v (nil error) with one node of three answering; the holder still holds the key on a majority 6 s later: %+v", f, info.Holder)
+	}
+}
+
+// TestOperatorCallsBoundedWhenRedisStalls: Inspect, Held and ForceUnlock
+// return within their context's deadline (+100 ms) while Redis does not
+// answer.
+func TestOperatorCallsBoundedWhenRedisStalls(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	_, unlock := locktest.MustLock(t, c, ctx, "k")
+	defer unlock()
+	srv.Pause()
+	defer srv.Resume()
+	const limit = 300 * time.Millisecond
+	for name, call := range map[string]func(context.Context) error{
+		"Inspect": func(ctx context.Context) error { _, err := c.Inspect(ctx, "k"); return err },
+		"ForceUnlock": func(ctx context.Context) error {
+			_, err := locktest.NewClient(t, rdb).ForceUnlock(ctx, "k")
+			return err
+		},
+		"Held": func(ctx context.Context) error {
+			for _, err := range c.Held(ctx, "*") {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	} {
+		cctx, cancel := context.WithTimeout(ctx, limit)
+		start := time.Now()
+		err := call(cctx)
+		took := time.Since(start)
+		cancel()
+		if err == nil || took > limit+100*time.Millisecond {
+			t.Errorf("%s on a stalled Redis: %v after %v, want an error within %v", name, err, took, limit+100*time.Millisecond)
+		}
+	}
+}
+
+// TestHeldClusterMasterStalled: Held on a Redis Cluster with one master
+// stalled ends with an error within its context's deadline.
+func TestHeldClusterMasterStalled(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	rdb := cl.Client(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+		_, unlock := locktest.MustLock(t, c, ctx, k)
+		defer unlock()
+	}
+	cl.Masters[1].Pause()
+	defer cl.Masters[1].Resume()
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	var err error
+	n := 0
+	for _, e := range c.Held(cctx, "*") {
+		if e != nil {
+			err = e
+			break
+		}
+		n++
+	}
+	if took := time.Since(start); err == nil || took > 600*time.Millisecond {
+		t.Fatalf("Held with a master stalled: %d listed, %v after %v", n, err, took)
+	}
+}
+
+// TestWaitsHashMatchesQueueUnderChurn: under waiters that give up, time
+// out and take hand-offs, the waits hash holds exactly a deadline and a
+// joined time for each owner in the queue list (read atomically), and
+// every key has a TTL.
+func TestWaitsHashMatchesQueueUnderChurn(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	var clients []*lock.Client
+	for range 4 {
+		clients = append(clients, locktest.NewClient(t, srv.Client(t), lock.WithDefaultLease(time.Second)))
+	}
+	check := redis.NewScript(`
+local q = redis.call('LRANGE', KEYS[1], 0, -1)
+local n = redis.call('HLEN', KEYS[2])
+if n ~= 2 * #q then return 'HLEN ' .. n .. ' for ' .. #q .. ' queued' end
+for _, w in ipairs(q) do
+  if redis.call('HEXISTS', KEYS[2], w) == 0 or redis.call('HEXISTS', KEYS[2], '>' .. w) == 0 then
+    return 'no fields for ' .. w
+  end
+end
+return ''`)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := clients[i%len(clients)]
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				wait := time.Duration(5+(i*7+j*13)%60) * time.Millisecond
+				lctx, cancel := context.WithTimeout(ctx, wait)
+				_, unlock, err := c.Lock(lctx, "churn")
+				if err == nil {
+					time.Sleep(time.Duration((i+j)%3) * time.Millisecond)
+					_ = unlock()
+				}
+				cancel()
+			}
+		}()
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		msg, err := check.Run(ctx, rdb, []string{"lockkit:{churn}:queue", "lockkit:{churn}:waits"}).Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg != "" {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("waits hash out of step with the queue: %s", msg)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	for _, k := range rdb.Keys(ctx, "*").Val() {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl == -1 {
+			t.Errorf("%s has no TTL", k)
+		}
+	}
+}
+
+// TestInspectTurnSkipsDeadClientsWaiters: a waiter that missed its turn
+// marks its Client dead, and the next attempt drops every waiter of that
+// Client (queue.lua's first); Inspect instead reports the free key as
+// reserved for that dead Client's next waiter.
+func TestInspectTurnSkipsDeadClientsWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	tm, _ := rdb.Time(ctx).Result()
+	now := tm.UnixMilli()
+	name := "lockkit:{turn}"
+	// A process died with two queued waiters; a live one waits behind them.
+	a1, a2, b1 := "deadA@h:1:1", "deadA@h:1:2", "liveB@h:2:1"
+	rdb.RPush(ctx, name+":queue", a1, a2, b1)
+	rdb.HSet(ctx, name+":waits", a1, now-10, ">"+a1, now-5000, a2, now+20000, ">"+a2, now-4000, b1, now+20000, ">"+b1, now-3000)
+	rdb.PExpire(ctx, name+":queue", 30*time.Second)
+	rdb.PExpire(ctx, name+":waits", 30*time.Second)
+
+	info, err := c.Inspect(ctx, "turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What Redis does on the next attempt: a2 is dropped with a1.
+	if _, _, err := c.TryLock(ctx, "turn"); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("TryLock: %v", err)
+	}
+	after, _ := c.Inspect(ctx, "turn")
+	if info.ReservedFor.ID != b1 {
+		t.Fatalf("Inspect: reserved for %q (turn left %v), but the next attempt gives the turn to %q (then Inspect says %q)", info.ReservedFor.ID, info.TurnLeft, b1, after.ReservedFor.ID)
 	}
 }
