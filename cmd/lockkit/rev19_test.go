@@ -120,3 +120,28 @@ func TestUnlockForceEndsTheHolderConfirmed(t *testing.T) {
 		t.Fatalf("the operator confirmed ending stuck's hold; the command (exit %d) ended innocent's instead: %+v\n%s", c, info, errOut.String())
 	}
 }
+
+// TestTableOutputEscapesKeys: keys are any bytes, often built from user
+// input, but ls and show print them raw: a newline forges a table row, a
+// tab shifts the columns, an escape sequence reaches the operator's
+// terminal.
+func TestTableOutputEscapesKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	url := "redis://" + srv.Addr
+	ctx := context.Background()
+	key := "orders:1\npayments:9\tother-7 web-2/17\t1\t30s\t99\t0\x1b[2J"
+	_, unlock := locktest.MustLock(t, holder(t, rdb, "real"), ctx, key)
+	defer unlock()
+	code, out, errOut := lockkit(t, ctx, url, "", "ls")
+	if code != exitOK {
+		t.Fatalf("ls: %d %s", code, errOut)
+	}
+	if n := strings.Count(out, "\n"); n != 2 || strings.ContainsAny(out, "\x1b") {
+		t.Errorf("ls printed the key raw: %d lines, want a header and one row:\n%s", n, out)
+	}
+	code, out, _ = lockkit(t, ctx, url, "", "show", key)
+	if code != exitOK || strings.ContainsAny(out, "\x1b") || strings.HasPrefix(strings.SplitN(out, "\n", 3)[1], "payments:9") {
+		t.Errorf("show printed the key raw:\n%s", out)
+	}
+}
