@@ -145,3 +145,21 @@ func TestTableOutputEscapesKeys(t *testing.T) {
 		t.Errorf("show printed the key raw:\n%s", out)
 	}
 }
+
+// TestBadRedisURL: an unparseable -redis URL is bad usage (exit 2, as
+// documented for an invalid argument), not a Redis failure (exit 1), and
+// the error must not print the URL's password (it ends up in CI logs and
+// terminals' scroll-back).
+func TestBadRedisURL(t *testing.T) {
+	ctx := context.Background()
+	for _, url := range []string{
+		"redis://app:s3cret@127.0.0.1:6379/abc",
+		"rediss://:s3cret@127.0.0.1:6379?dial_timeout=x",
+		"redis://app:s3cret@127.0.0.1:6379,redis://app:s3cret@127.0.0.1:6380/x",
+	} {
+		code, _, errOut := lockkit(t, ctx, url, "", "show", "k")
+		if code != exitUsage || strings.Contains(errOut, "s3cret") {
+			t.Errorf("REDIS_URL %s: exit %d, want %d without the password:\n%s", url, code, exitUsage, errOut)
+		}
+	}
+}
