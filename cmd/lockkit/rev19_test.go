@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/lockkit/lockkit/lock"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while a run writes it.
@@ -161,5 +163,29 @@ func TestBadRedisURL(t *testing.T) {
 		if code != exitUsage || strings.Contains(errOut, "s3cret") {
 			t.Errorf("REDIS_URL %s: exit %d, want %d without the password:\n%s", url, code, exitUsage, errOut)
 		}
+	}
+}
+
+// TestLongKeyListedCanBeForced: a key longer than 128 bytes is stored by
+// its digest; ls lists it by its Redis name, but neither show nor unlock
+// --force accept what ls printed, so the operator cannot take a stuck
+// long-keyed lock away with the command.
+func TestLongKeyListedCanBeForced(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	url := "redis://" + srv.Addr
+	ctx := context.Background()
+	key := "reports:" + strings.Repeat("x", 200)
+	_, unlock := locktest.MustLock(t, holder(t, rdb, "stuck"), ctx, key)
+	defer unlock()
+	code, out, errOut := lockkit(t, ctx, url, "", "ls", "-o", "json")
+	var got jsonInfo
+	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil {
+		t.Fatalf("ls: %d %s %s", code, out, errOut)
+	}
+	listed := keyOf(lock.LockInfo{Key: got.Key, Name: got.Name})
+	code, out, errOut = lockkit(t, ctx, url, "", "unlock", "--force", "--yes", listed)
+	if code != exitOK {
+		t.Fatalf("ls listed %q; unlock --force --yes of it: exit %d %s%s", listed, code, out, errOut)
 	}
 }
