@@ -330,3 +330,32 @@ func TestQuorumHeldWithNodeDown(t *testing.T) {
 		t.Fatalf("Held with one node of three down listed q on %d nodes (errors %v), want the 2 that answer", listed, errs)
 	}
 }
+
+// TestForceUnlockFixedLeaseHolderHearsIt: a hold with WithFixedLease has
+// no watchdog, so after another Client's ForceUnlock nothing tells it:
+// its context runs on, as if it held the key, until the fixed lease
+// ends, while the next holder works (ForceUnlock's doc promises ErrLost
+// at the next renewal, within a third of the lease).
+func TestForceUnlockFixedLeaseHolderHearsIt(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	a := locktest.NewClient(t, srv.Client(t))
+	held, unlock := locktest.MustLock(t, a, ctx, "fixed", lock.WithFixedLease(9*time.Second))
+	defer unlock()
+	op := locktest.NewClient(t, srv.Client(t))
+	if _, err := op.ForceUnlock(ctx, "fixed"); err != nil {
+		t.Fatal(err)
+	}
+	next, unlockNext := locktest.MustLock(t, op, ctx, "fixed")
+	defer unlockNext()
+	select {
+	case <-held.Done():
+		if !errors.Is(context.Cause(held), lock.ErrLost) {
+			t.Fatalf("old hold ended with %v", context.Cause(held))
+		}
+	case <-time.After(3*time.Second + 500*time.Millisecond):
+		_, still := lock.FencingToken(held, "fixed")
+		tok, _ := lock.FencingToken(next, "fixed")
+		t.Fatalf("3.5 s after ForceUnlock the fixed-lease holder still runs (FencingToken ok %v) while the next holder has token %d", still, tok)
+	}
+}
