@@ -359,3 +359,35 @@ func TestForceUnlockFixedLeaseHolderHearsIt(t *testing.T) {
 		t.Fatalf("3.5 s after ForceUnlock the fixed-lease holder still runs (FencingToken ok %v) while the next holder has token %d", still, tok)
 	}
 }
+
+// TestQuorumForceUnlockOneNodeStalled: with one node of three stalled,
+// ForceUnlock ends the hold on the two others within its deadline; the
+// holder loses the key at its next renewal and another Client takes it.
+func TestQuorumForceUnlockOneNodeStalled(t *testing.T) {
+	srvs, clients := quorumOf(t, 3)
+	ctx := context.Background()
+	x := newQuorum(t, clients(), lock.WithDefaultLease(3*time.Second))
+	held, unlock := locktest.MustLock(t, x, ctx, "q")
+	defer unlock()
+	op := newQuorum(t, clients())
+	srvs[2].Pause()
+	fctx, cancel := context.WithTimeout(ctx, time.Second)
+	start := time.Now()
+	_, err := op.ForceUnlock(fctx, "q")
+	took := time.Since(start)
+	cancel()
+	srvs[2].Resume()
+	if err != nil || took > 1100*time.Millisecond {
+		t.Fatalf("ForceUnlock with a node stalled: %v after %v", err, took)
+	}
+	select {
+	case <-held.Done():
+		if !errors.Is(context.Cause(held), lock.ErrLost) {
+			t.Fatalf("hold ended with %v", context.Cause(held))
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the holder still holds 3 s (a lease) after ForceUnlock")
+	}
+	_, unlockNext := locktest.MustLock(t, op, ctx, "q")
+	_ = unlockNext()
+}

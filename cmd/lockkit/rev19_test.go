@@ -189,3 +189,37 @@ func TestLongKeyListedCanBeForced(t *testing.T) {
 		t.Fatalf("ls listed %q; unlock --force --yes of it: exit %d %s%s", listed, code, out, errOut)
 	}
 }
+
+// TestWatchClusterWithoutNotifications: without keyspace notifications
+// watch says it still sees "hand-offs, turns and lease ends", but on a
+// Redis Cluster it subscribes to no channel at all (sharded channels take
+// no pattern): a hand-off shows only when the old holder's lease would
+// have ended, 30 s later by default.
+func TestWatchClusterWithoutNotifications(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	rdb := cl.Client(t)
+	ctx := context.Background()
+	_, unlockA := locktest.MustLock(t, holder(t, rdb, "first"), ctx, "k")
+	out, stop := watchRun(t, "redis://"+cl.Masters[0].Addr, "k")
+	defer stop()
+	waitOutput(t, out, "held by first")
+	gotB := make(chan lock.UnlockFunc, 1)
+	go func() {
+		_, unlock, err := holder(t, rdb, "second").Lock(ctx, "k")
+		if err != nil {
+			t.Error(err)
+		}
+		gotB <- unlock
+	}()
+	for start := time.Now(); rdb.LLen(ctx, "lockkit:{k}:queue").Val() == 0; time.Sleep(2 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("never queued")
+		}
+	}
+	if err := unlockA(); err != nil {
+		t.Fatal(err)
+	}
+	unlockB := <-gotB
+	defer unlockB()
+	waitOutput(t, out, "held by first", "held by second") // fails after 5 s
+}
