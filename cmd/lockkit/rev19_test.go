@@ -223,3 +223,23 @@ func TestWatchClusterWithoutNotifications(t *testing.T) {
 	defer unlockB()
 	waitOutput(t, out, "held by first", "held by second") // fails after 5 s
 }
+
+// TestBadFlagsAreUsage: flags the lock package refuses are bad usage
+// (exit 2), and a -quorum list naming one server twice must be refused
+// (lock.NewQuorum refuses the same client twice, but the command makes a
+// client per URL): that server's answer would count twice toward the
+// majority.
+func TestBadFlagsAreUsage(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	url := "redis://" + srv.Addr
+	for _, args := range [][]string{
+		{"-prefix", "a{", "ls"},
+		{"-quorum", "-redis", url + "," + url + "," + url, "show", "k"},
+	} {
+		code, out, errOut := lockkit(t, ctx, url, "", args...)
+		if code != exitUsage {
+			t.Errorf("lockkit %q: exit %d, want %d\n%s%s", args, code, exitUsage, out, errOut)
+		}
+	}
+}
