@@ -243,3 +243,26 @@ func TestBadFlagsAreUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONKeyRoundTrips: keys are bytes, but -o json writes them as JSON
+// strings, which turns bytes that are not UTF-8 into U+FFFD: a script
+// that reads the key back from ls -o json cannot show or force that lock.
+func TestJSONKeyRoundTrips(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	url := "redis://" + srv.Addr
+	ctx := context.Background()
+	key := "bin:\xff\xfe"
+	_, unlock := locktest.MustLock(t, holder(t, rdb, "stuck"), ctx, key)
+	defer unlock()
+	code, out, errOut := lockkit(t, ctx, url, "", "ls", "-o", "json")
+	var got jsonInfo
+	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil {
+		t.Fatalf("ls: %d %s %s", code, out, errOut)
+	}
+	code, out, errOut = lockkit(t, ctx, url, "", "show", "-o", "json", got.Key)
+	var shown jsonInfo
+	if code != exitOK || json.Unmarshal([]byte(out), &shown) != nil || !shown.Held {
+		t.Fatalf("ls -o json gave key %q for %q; show of it: exit %d, held %v %s", got.Key, key, code, shown.Held, errOut)
+	}
+}
