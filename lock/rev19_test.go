@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -390,4 +391,67 @@ func TestQuorumForceUnlockOneNodeStalled(t *testing.T) {
 	}
 	_, unlockNext := locktest.MustLock(t, op, ctx, "q")
 	_ = unlockNext()
+}
+
+// TestForceUnlockToFrozenWaiterDoesNotStall: a release that hands the
+// key to another Client's waiter checks after the claim window that it
+// was taken (checkLater), and gives the next live waiter its turn;
+// ForceUnlock hands over the same way but never checks. When the waiter
+// it handed the key to is in a frozen process, and no other Client's
+// waiter is right behind it or last (the ones told to check), a live
+// waiter further back waits until its own deadline: the holder's whole
+// lease, not a claim window.
+func TestForceUnlockToFrozenWaiterDoesNotStall(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	name := "lockkit:{frozen}"
+	// The holder and three waiters of a frozen process; a live waiter
+	// queues after its first two.
+	frozen := func(seq int) string { return "frozenprocess@h:1:" + strconv.Itoa(seq) }
+	if err := rdb.HSet(ctx, name, "o", frozen(1), "n", 1, "t", 7, "q", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.PExpire(ctx, name, 20*time.Second)
+	tm, _ := rdb.Time(ctx).Result()
+	now := tm.UnixMilli()
+	queue := func(o string) {
+		rdb.RPush(ctx, name+":queue", o)
+		rdb.HSet(ctx, name+":waits", o, now+21000, ">"+o, now)
+		rdb.PExpire(ctx, name+":queue", 21*time.Second)
+		rdb.PExpire(ctx, name+":waits", 21*time.Second)
+	}
+	queue(frozen(2))
+	queue(frozen(3))
+	live := locktest.NewClient(t, srv.Client(t))
+	got := make(chan time.Time, 1)
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		_, unlock, err := live.Lock(lctx, "frozen")
+		if err == nil {
+			_ = unlock()
+		}
+		got <- time.Now()
+	}()
+	waitQueued(t, rdb, "frozen", 3)
+	queue(frozen(4))
+
+	op := locktest.NewClient(t, srv.Client(t))
+	f, err := op.ForceUnlock(ctx, "frozen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forced := time.Now()
+	if f.HandedTo.ID != frozen(2) {
+		t.Fatalf("handed to %q", f.HandedTo.ID)
+	}
+	select {
+	case at := <-got:
+		if at.Sub(forced) > 3*time.Second {
+			t.Fatalf("the live waiter got the key %v after ForceUnlock", at.Sub(forced))
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the live waiter still waits 3 s after ForceUnlock handed the key to a frozen waiter (claim window 1 s)")
+	}
 }
