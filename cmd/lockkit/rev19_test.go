@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
@@ -63,17 +65,23 @@ func prompted(t *testing.T, url, key string) (*io.PipeWriter, *syncBuffer, conte
 	return pw, &errOut, cancel, code
 }
 
+// heldOn starts a redis-server where a Client labelled label holds key
+// until the test ends, and returns its URL and a client of it.
+func heldOn(t *testing.T, label, key string) (string, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	_, unlock := locktest.MustLock(t, holder(t, rdb, label), context.Background(), key)
+	t.Cleanup(func() { _ = unlock() })
+	return "redis://" + srv.Addr, rdb
+}
+
 // TestUnlockPromptEndsOnInterrupt: main turns SIGINT into the run's
 // context ending, but the confirmation prompt reads stdin without
 // watching the context, so Ctrl-C at "Force-unlock? [y/N]" does nothing.
 func TestUnlockPromptEndsOnInterrupt(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	ctx := context.Background()
-	_, unlock := locktest.MustLock(t, holder(t, rdb, "stuck"), ctx, "orders:42")
-	defer unlock()
-
-	pw, errOut, interrupt, code := prompted(t, "redis://"+srv.Addr, "orders:42")
+	url, rdb := heldOn(t, "stuck", "orders:42")
+	pw, errOut, interrupt, code := prompted(t, url, "orders:42")
 	interrupt() // what SIGINT does in main
 	select {
 	case c := <-code:
@@ -128,13 +136,9 @@ func TestUnlockForceEndsTheHolderConfirmed(t *testing.T) {
 // tab shifts the columns, an escape sequence reaches the operator's
 // terminal.
 func TestTableOutputEscapesKeys(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	url := "redis://" + srv.Addr
-	ctx := context.Background()
 	key := "orders:1\npayments:9\tother-7 web-2/17\t1\t30s\t99\t0\x1b[2J"
-	_, unlock := locktest.MustLock(t, holder(t, rdb, "real"), ctx, key)
-	defer unlock()
+	url, _ := heldOn(t, "real", key)
+	ctx := context.Background()
 	code, out, errOut := lockkit(t, ctx, url, "", "ls")
 	if code != exitOK {
 		t.Fatalf("ls: %d %s", code, errOut)
@@ -171,13 +175,9 @@ func TestBadRedisURL(t *testing.T) {
 // --force accept what ls printed, so the operator cannot take a stuck
 // long-keyed lock away with the command.
 func TestLongKeyListedCanBeForced(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	url := "redis://" + srv.Addr
-	ctx := context.Background()
 	key := "reports:" + strings.Repeat("x", 200)
-	_, unlock := locktest.MustLock(t, holder(t, rdb, "stuck"), ctx, key)
-	defer unlock()
+	url, _ := heldOn(t, "stuck", key)
+	ctx := context.Background()
 	code, out, errOut := lockkit(t, ctx, url, "", "ls", "-o", "json")
 	var got jsonInfo
 	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil {
@@ -268,13 +268,9 @@ func TestBadFlagsAreUsage(t *testing.T) {
 // strings, which turns bytes that are not UTF-8 into U+FFFD: a script
 // that reads the key back from ls -o json cannot show or force that lock.
 func TestJSONKeyRoundTrips(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	url := "redis://" + srv.Addr
-	ctx := context.Background()
 	key := "bin:\xff\xfe"
-	_, unlock := locktest.MustLock(t, holder(t, rdb, "stuck"), ctx, key)
-	defer unlock()
+	url, _ := heldOn(t, "stuck", key)
+	ctx := context.Background()
 	code, out, errOut := lockkit(t, ctx, url, "", "ls", "-o", "json")
 	var got jsonInfo
 	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil {
