@@ -435,3 +435,39 @@ func TestQuorumForceUnlockStalledNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestForceUnlockTokenAfterHashExpired: after a force-unlock with no
+// waiter the hash keeps the last token about a second, then lapses; the
+// next token (from Redis's clock) is still larger than the old holder's,
+// also when the old one came from a long chain of hand-offs.
+func TestForceUnlockTokenAfterHashExpired(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	var last uint64
+	for range 50 { // a chain of holds within the linger: tokens +1 each
+		held, unlock := locktest.MustLock(t, c, ctx, "chain")
+		last, _ = lock.FencingToken(held, "chain")
+		_ = unlock()
+	}
+	held, unlock := locktest.MustLock(t, c, ctx, "chain")
+	defer unlock()
+	old, _ := lock.FencingToken(held, "chain")
+	if old != last+1 {
+		t.Fatalf("chain: %d after %d", old, last)
+	}
+	if _, err := locktest.NewClient(t, rdb).ForceUnlock(ctx, "chain"); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); rdb.Exists(ctx, "lockkit:{chain}").Val() == 1; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 3*time.Second {
+			t.Fatal("the forced hash never lapsed")
+		}
+	}
+	next, unlockNext := locktest.MustLock(t, c, ctx, "chain")
+	defer unlockNext()
+	if tok, _ := lock.FencingToken(next, "chain"); tok <= old {
+		t.Fatalf("token %d after the hash lapsed, old holder's %d", tok, old)
+	}
+}
