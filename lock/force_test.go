@@ -3,10 +3,12 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -164,5 +166,182 @@ func TestForceUnlockOwnHold(t *testing.T) {
 	}
 	if err := unlock(); !errors.Is(err, lock.ErrLost) {
 		t.Fatalf("unlock: %v, want ErrLost", err)
+	}
+}
+
+// TestForceUnlockFixedLeaseHolder: a hold with WithFixedLease has no
+// watchdog, so it learns of a ForceUnlock only at its unlock (ErrLost) or
+// when its lease ends, as ForceUnlock's doc says; meanwhile its fencing
+// token, smaller than the next holder's, is what stops its writes.
+func TestForceUnlockFixedLeaseHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	a := locktest.NewClient(t, srv.Client(t))
+	held, unlock := locktest.MustLock(t, a, ctx, "fixed", lock.WithFixedLease(9*time.Second))
+	old, _ := lock.FencingToken(held, "fixed")
+	op := locktest.NewClient(t, srv.Client(t))
+	if _, err := op.ForceUnlock(ctx, "fixed"); err != nil {
+		t.Fatal(err)
+	}
+	next, unlockNext := locktest.MustLock(t, op, ctx, "fixed")
+	defer unlockNext()
+	if tok, _ := lock.FencingToken(next, "fixed"); tok <= old {
+		t.Fatalf("next holder's token %d, old fixed-lease holder's %d", tok, old)
+	}
+	if held.Err() != nil {
+		t.Fatalf("the fixed-lease hold ended before its unlock or lease end: %v", context.Cause(held))
+	}
+	if err := unlock(); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("unlock of the forced fixed-lease hold: %v, want ErrLost", err)
+	}
+	if info, err := op.Inspect(ctx, "fixed"); err != nil || !info.Held || info.Token <= old {
+		t.Fatalf("after the old holder's unlock: %+v %v, want the next holder's", info, err)
+	}
+}
+
+// TestForceUnlockToFrozenWaiterDoesNotStall: a release that hands the
+// key to another Client's waiter checks after the claim window that it
+// was taken (checkLater), and gives the next live waiter its turn;
+// ForceUnlock hands over the same way but never checks. When the waiter
+// it handed the key to is in a frozen process, and no other Client's
+// waiter is right behind it or last (the ones told to check), a live
+// waiter further back waits until its own deadline: the holder's whole
+// lease, not a claim window.
+func TestForceUnlockToFrozenWaiterDoesNotStall(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	name := "lockkit:{frozen}"
+	// The holder and three waiters of a frozen process; a live waiter
+	// queues after its first two.
+	frozen := func(seq int) string { return "frozenprocess@h:1:" + strconv.Itoa(seq) }
+	if err := rdb.HSet(ctx, name, "o", frozen(1), "n", 1, "t", 7, "q", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.PExpire(ctx, name, 20*time.Second)
+	tm, _ := rdb.Time(ctx).Result()
+	now := tm.UnixMilli()
+	queue := func(o string) {
+		rdb.RPush(ctx, name+":queue", o)
+		rdb.HSet(ctx, name+":waits", o, now+21000, ">"+o, now)
+		rdb.PExpire(ctx, name+":queue", 21*time.Second)
+		rdb.PExpire(ctx, name+":waits", 21*time.Second)
+	}
+	queue(frozen(2))
+	queue(frozen(3))
+	live := locktest.NewClient(t, srv.Client(t))
+	got := make(chan time.Time, 1)
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		_, unlock, err := live.Lock(lctx, "frozen")
+		if err == nil {
+			_ = unlock()
+		}
+		got <- time.Now()
+	}()
+	waitQueued(t, rdb, "frozen", 3)
+	queue(frozen(4))
+
+	op := locktest.NewClient(t, srv.Client(t))
+	f, err := op.ForceUnlock(ctx, "frozen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forced := time.Now()
+	if f.HandedTo.ID != frozen(2) {
+		t.Fatalf("handed to %q", f.HandedTo.ID)
+	}
+	select {
+	case at := <-got:
+		if at.Sub(forced) > 3*time.Second {
+			t.Fatalf("the live waiter got the key %v after ForceUnlock", at.Sub(forced))
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the live waiter still waits 3 s after ForceUnlock handed the key to a frozen waiter (claim window 1 s)")
+	}
+}
+
+// TestQuorumForceUnlockStalledNodes: with one node of three stalled,
+// ForceUnlock ends the hold on the two others and the holder loses the
+// key at its next renewal. With two stalled it reports success all the
+// same, although the holder keeps its majority: once the nodes answer
+// again its renewals go through and it keeps the key (quorum mode has no
+// fencing tokens to stop its writes). It should then fail.
+func TestQuorumForceUnlockStalledNodes(t *testing.T) {
+	for _, stalled := range []int{1, 2} {
+		t.Run(strconv.Itoa(stalled), func(t *testing.T) {
+			srvs, clients := quorumOf(t, 3)
+			ctx := context.Background()
+			x := newQuorum(t, clients(), lock.WithDefaultLease(3*time.Second))
+			held, unlock := locktest.MustLock(t, x, ctx, "q")
+			defer unlock()
+			op := newQuorum(t, clients(), lock.WithNodeTimeout(100*time.Millisecond))
+			for _, s := range srvs[3-stalled:] {
+				s.Pause()
+			}
+			fctx, cancel := context.WithTimeout(ctx, time.Second)
+			start := time.Now()
+			f, err := op.ForceUnlock(fctx, "q")
+			took := time.Since(start)
+			cancel()
+			for _, s := range srvs[3-stalled:] {
+				s.Resume()
+			}
+			switch {
+			case took > 1100*time.Millisecond:
+				t.Fatalf("ForceUnlock took %v with a deadline of 1 s", took)
+			case err != nil && stalled == 1:
+				t.Fatalf("ForceUnlock with one node stalled: %v", err)
+			case err != nil:
+				return // refused without a majority: right
+			}
+			// ForceUnlock said the hold was ended: the holder must lose it.
+			select {
+			case <-held.Done():
+				if !errors.Is(context.Cause(held), lock.ErrLost) {
+					t.Fatalf("hold ended with %v", context.Cause(held))
+				}
+			case <-time.After(6 * time.Second): // two leases: several renewals
+				info, _ := op.Inspect(ctx, "q")
+				t.Fatalf("ForceUnlock reported %+v (nil error) with %d nodes of three stalled; the holder still holds the key 6 s later: %v", f, stalled, info.Holder)
+			}
+		})
+	}
+}
+
+// TestForceUnlockTokenAfterHashExpired: after a force-unlock with no
+// waiter the hash keeps the last token about a second, then lapses; the
+// next token (from Redis's clock) is still larger than the old holder's,
+// also when the old one came from a long chain of hand-offs.
+func TestForceUnlockTokenAfterHashExpired(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	var last uint64
+	for range 50 { // a chain of holds within the linger: tokens +1 each
+		held, unlock := locktest.MustLock(t, c, ctx, "chain")
+		last, _ = lock.FencingToken(held, "chain")
+		_ = unlock()
+	}
+	held, unlock := locktest.MustLock(t, c, ctx, "chain")
+	defer unlock()
+	old, _ := lock.FencingToken(held, "chain")
+	if old != last+1 {
+		t.Fatalf("chain: %d after %d", old, last)
+	}
+	if _, err := locktest.NewClient(t, rdb).ForceUnlock(ctx, "chain"); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); rdb.Exists(ctx, "lockkit:{chain}").Val() == 1; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 3*time.Second {
+			t.Fatal("the forced hash never lapsed")
+		}
+	}
+	next, unlockNext := locktest.MustLock(t, c, ctx, "chain")
+	defer unlockNext()
+	if tok, _ := lock.FencingToken(next, "chain"); tok <= old {
+		t.Fatalf("token %d after the hash lapsed, old holder's %d", tok, old)
 	}
 }

@@ -177,6 +177,7 @@ func parseInspect(name string, v []any) (LockInfo, error) {
 		info.Held, info.Holder, info.RemainingLease = true, ParseOwner(str(v[2])), ms(pttl)
 	}
 	openUntil := num(v[7])
+	dead := map[string]bool{} // Clients whose waiter at the front missed its turn
 	for i := 9; i < len(v); i += 3 {
 		if info.Held && str(v[i]) == info.Holder.ID {
 			info.Waiting-- // handed the lock, not confirmed yet
@@ -187,13 +188,21 @@ func parseInspect(name string, v []any) (LockInfo, error) {
 			w.Waited = ms(now - joined)
 		}
 		info.Waiters = append(info.Waiters, w)
-		// The first waiter whose deadline has not passed has the turn of a
+		if info.Held || info.Reserved {
+			continue
+		}
+		// The first waiter whose deadline has not passed, and whose Client
+		// has no waiter before it that missed its turn, has the turn of a
 		// free lock with a queue (see queue.lua's first).
-		if deadline := num(v[i+1]); !info.Held && !info.Reserved && deadline > now {
-			info.Reserved, info.ReservedFor, info.TurnLeft = true, w.Owner, ms(deadline-now)
-			if openUntil > now {
-				info.TurnLeft = ms(openUntil - now)
-			}
+		client, _, _ := cutLast(w.Owner.ID, ":")
+		deadline := num(v[i+1])
+		if deadline <= now || dead[client] {
+			dead[client] = true
+			continue
+		}
+		info.Reserved, info.ReservedFor, info.TurnLeft = true, w.Owner, ms(deadline-now)
+		if openUntil > now {
+			info.TurnLeft = ms(openUntil - now)
 		}
 	}
 	return info, nil
