@@ -67,6 +67,9 @@ func IfHeldBy(owner string) ForceOption {
 // is this Client's, its hold ends with ErrLost before ForceUnlock returns
 // (package locktest's Lose uses this).
 //
+// Like [Client.Inspect], ForceUnlock takes the Name [Client.Held] lists
+// for a key stored by its digest in place of that key.
+//
 // Errors: [ErrNotHeld] when no one holds key (nothing changes; a lock
 // taken with another prefix is not seen), [ErrHolderChanged] when
 // [IfHeldBy] names another owner than the holder (nothing changes),

@@ -30,7 +30,7 @@ var tagUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
 // with Node set). Locks taken or released while the scan runs may or may
 // not be listed. Keys longer than 128 bytes once escaped are stored by
 // their digest: only a pattern that starts with '*' lists them, with Key
-// empty.
+// empty; [Client.Inspect] and [Client.ForceUnlock] take their Name.
 //
 // The pattern matches the keys as given to [Client.Lock], byte by byte:
 // "a?" lists "a%" and "a{" although Redis stores them escaped.

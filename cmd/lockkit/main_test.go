@@ -176,8 +176,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"ls", "-timeout", "0s"}, exitUsage, "must be positive"},
 		{[]string{"ls", "-nope"}, exitUsage, "flag provided but not defined"},
 		{[]string{"-redis", "127.0.0.1:1", "ls"}, exitFailure, "connection refused"},
-		{[]string{"-redis", "http://x", "ls"}, exitFailure, "invalid URL scheme"},
-		{[]string{"-redis", "127.0.0.1:1", "-quorum", "ls"}, exitFailure, "at least 3"},
+		{[]string{"-redis", "http://x", "ls"}, exitUsage, "invalid URL scheme"},
+		{[]string{"-redis", "127.0.0.1:1", "-quorum", "ls"}, exitUsage, "at least 3"},
 	} {
 		code, out, errOut := lockkit(t, ctx, url, "", tc.args...)
 		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
