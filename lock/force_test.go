@@ -199,14 +199,12 @@ func TestForceUnlockFixedLeaseHolder(t *testing.T) {
 	}
 }
 
-// TestForceUnlockToFrozenWaiterDoesNotStall: a release that hands the
-// key to another Client's waiter checks after the claim window that it
-// was taken (checkLater), and gives the next live waiter its turn;
-// ForceUnlock hands over the same way but never checks. When the waiter
-// it handed the key to is in a frozen process, and no other Client's
-// waiter is right behind it or last (the ones told to check), a live
-// waiter further back waits until its own deadline: the holder's whole
-// lease, not a claim window.
+// TestForceUnlockToFrozenWaiterDoesNotStall: ForceUnlock hands the key
+// over like a release, and tells every Client with a queued waiter, so
+// when the waiter it handed the key to is in a frozen process (and no
+// other Client's waiter is right behind it or last), a live waiter
+// further back gets the key about one claim window later, not after the
+// holder's whole lease.
 func TestForceUnlockToFrozenWaiterDoesNotStall(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -264,10 +262,8 @@ func TestForceUnlockToFrozenWaiterDoesNotStall(t *testing.T) {
 
 // TestQuorumForceUnlockStalledNodes: with one node of three stalled,
 // ForceUnlock ends the hold on the two others and the holder loses the
-// key at its next renewal. With two stalled it reports success all the
-// same, although the holder keeps its majority: once the nodes answer
-// again its renewals go through and it keeps the key (quorum mode has no
-// fencing tokens to stop its writes). It should then fail.
+// key at its next renewal; with two stalled it fails (the hold was ended
+// on one node only), and does not claim a hold it could not end.
 func TestQuorumForceUnlockStalledNodes(t *testing.T) {
 	for _, stalled := range []int{1, 2} {
 		t.Run(strconv.Itoa(stalled), func(t *testing.T) {

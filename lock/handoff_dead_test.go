@@ -49,8 +49,8 @@ func TestHandOffToKilledProcessesObtainableByTryLock(t *testing.T) {
 // TestLeaveHandOffKeepsTTL: when the first waiter gives up after the
 // holder's lease ran out (the lock hash is gone, the queue is not: it
 // outlives the lease by the claim window), leave.lua hands the lock to the
-// next waiter with PEXPIRE before HSET on a missing key, so the new hash
-// has no TTL: if that waiter's process is dead the key is held forever.
+// next waiter, and the hash it creates has a TTL: a dead waiter does not
+// hold the key forever.
 func TestLeaveHandOffKeepsTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)

@@ -141,8 +141,8 @@ func TestHeldQuorum(t *testing.T) {
 }
 
 // TestHeldPatternMatchesEscapedKeys: Held's pattern is a glob over the
-// user's keys, but it is matched against the escaped names in Redis, so
-// '?' and classes miss keys with '%', '{' or '}' (stored as three bytes).
+// user's keys, although Redis stores '%', '{' and '}' escaped as three
+// bytes: '?' and classes match such keys.
 func TestHeldPatternMatchesEscapedKeys(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -199,10 +199,8 @@ func TestHeldClusterMasterStalled(t *testing.T) {
 	}
 }
 
-// TestQuorumHeldWithNodeDown: quorum mode works with a minority of nodes
-// down, and so does Inspect, but Held stops at the first node that does
-// not answer: with the first of three nodes down it lists nothing, even
-// locks held on the two others.
+// TestQuorumHeldWithNodeDown: in quorum mode Held lists the locks of the
+// nodes that answer when one does not, then yields that node's error.
 func TestQuorumHeldWithNodeDown(t *testing.T) {
 	srvs, clients := quorumOf(t, 3)
 	ctx := context.Background()

@@ -241,8 +241,8 @@ func TestOperatorCallsBoundedWhenRedisStalls(t *testing.T) {
 
 // TestInspectTurnSkipsDeadClientsWaiters: a waiter that missed its turn
 // marks its Client dead, and the next attempt drops every waiter of that
-// Client (queue.lua's first); Inspect instead reports the free key as
-// reserved for that dead Client's next waiter.
+// Client (queue.lua's first); Inspect applies the same rule and reports
+// the turn of the live waiter behind them.
 func TestInspectTurnSkipsDeadClientsWaiters(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)

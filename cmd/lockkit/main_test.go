@@ -396,3 +396,14 @@ func TestQuorum(t *testing.T) {
 		t.Fatalf("watch -quorum: %d %s", code, errOut)
 	}
 }
+
+// heldOn starts a redis-server where a Client labelled label holds key
+// until the test ends, and returns its URL and a client of it.
+func heldOn(t *testing.T, label, key string) (string, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	_, unlock := locktest.MustLock(t, holder(t, rdb, label), context.Background(), key)
+	t.Cleanup(func() { _ = unlock() })
+	return "redis://" + srv.Addr, rdb
+}
