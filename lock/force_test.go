@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -339,5 +340,74 @@ func TestForceUnlockTokenAfterHashExpired(t *testing.T) {
 	defer unlockNext()
 	if tok, _ := lock.FencingToken(next, "chain"); tok <= old {
 		t.Fatalf("token %d after the hash lapsed, old holder's %d", tok, old)
+	}
+}
+
+// TestForceUnlockIfHeldBy: with IfHeldBy, ForceUnlock ends the hold of
+// the owner named and no other: when another owner holds the key it
+// returns ErrHolderChanged and changes nothing.
+func TestForceUnlockIfHeldBy(t *testing.T) {
+	_, rdb := newReal(t)
+	ctx := context.Background()
+	a := locktest.NewClient(t, rdb, lock.WithOwnerLabel("a"))
+	op := locktest.NewClient(t, rdb)
+	_, unlockA := locktest.MustLock(t, a, ctx, "k")
+	shown, err := op.Inspect(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unlockA(); err != nil {
+		t.Fatal(err)
+	}
+	b := locktest.NewClient(t, rdb, lock.WithOwnerLabel("b"))
+	heldB, unlockB := locktest.MustLock(t, b, ctx, "k", lock.WithLease(600*time.Millisecond))
+	defer unlockB()
+	before, _ := op.Inspect(ctx, "k")
+	_, err = op.ForceUnlock(ctx, "k", lock.IfHeldBy(shown.Holder.ID))
+	if !errors.Is(err, lock.ErrHolderChanged) || !strings.Contains(err.Error(), before.Holder.ID) {
+		t.Fatalf("ForceUnlock of a's hold while b holds k: %v, want ErrHolderChanged naming b", err)
+	}
+	after, _ := op.Inspect(ctx, "k")
+	if !after.Held || after.Holder != before.Holder || after.Token != before.Token || heldB.Err() != nil {
+		t.Fatalf("b's hold changed: %+v -> %+v", before, after)
+	}
+	f, err := op.ForceUnlock(ctx, "k", lock.IfHeldBy(before.Holder.ID))
+	if err != nil || f.Holder.Label != "b" {
+		t.Fatalf("ForceUnlock of b's hold: %+v %v", f, err)
+	}
+	within(t, heldB.Done(), 3*time.Second, "b's loss")
+}
+
+// TestForceUnlockByDigestName: a key stored by its digest is listed by
+// Held with its Name only; Inspect and ForceUnlock take that name.
+func TestForceUnlockByDigestName(t *testing.T) {
+	_, rdb := newReal(t)
+	ctx := context.Background()
+	c := locktest.NewClient(t, rdb)
+	key := "reports:" + strings.Repeat("x", 200)
+	held, unlock := locktest.MustLock(t, c, ctx, key, lock.WithLease(600*time.Millisecond))
+	defer unlock()
+	var name string
+	for info, err := range c.Held(ctx, "*") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Key != "" {
+			t.Fatalf("Held listed %q, want the digest-stored key with Key empty", info.Key)
+		}
+		name = info.Name
+	}
+	info, err := c.Inspect(ctx, name)
+	tok, _ := lock.FencingToken(held, key)
+	if err != nil || !info.Held || info.Key != "" || info.Name != name || info.Token != tok {
+		t.Fatalf("Inspect(%q): %+v %v, want the held lock with token %d", name, info, err, tok)
+	}
+	op := locktest.NewClient(t, rdb)
+	if f, err := op.ForceUnlock(ctx, name); err != nil || f.Token != tok {
+		t.Fatalf("ForceUnlock(%q): %+v %v", name, f, err)
+	}
+	within(t, held.Done(), 3*time.Second, "the holder's loss")
+	if _, err := op.ForceUnlock(ctx, "lockkit:{%h"+strings.Repeat("0", 64)+"}"); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("ForceUnlock of an unknown digest name: %v", err)
 	}
 }

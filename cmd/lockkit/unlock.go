@@ -54,10 +54,10 @@ func runUnlock(ctx context.Context, c *cli, args []string) int {
 	case errors.Is(err, lock.ErrInvalid):
 		return c.usageErr("%v", err)
 	case errors.Is(err, lock.ErrNotHeld):
-		fmt.Fprintf(c.env.stderr, "lockkit unlock: %s is not held (prefix %q); nothing changed\n", display(key), c.opts.prefix)
+		fmt.Fprintf(c.env.stderr, "lockkit unlock: %q is not held (prefix %q); nothing changed\n", key, c.opts.prefix)
 		return exitNotHeld
 	case errors.Is(err, lock.ErrHolderChanged):
-		fmt.Fprintf(c.env.stderr, "lockkit unlock: %s changed hands since it was shown: %v; nothing changed (run again to see its holder)\n", display(key), err)
+		fmt.Fprintf(c.env.stderr, "lockkit unlock: %q changed hands since it was shown: %v; nothing changed (run again to see its holder)\n", key, err)
 		return exitNotHeld
 	case err != nil:
 		return c.fail(err)
@@ -65,7 +65,7 @@ func runUnlock(ctx context.Context, c *cli, args []string) int {
 	if c.opts.output == "json" {
 		err = writeJSON(c.env.stdout, jsonForced{Key: display(key), KeyBase64: keyBase64(key), Holder: ownerJSON(f.Holder), Token: f.Token, HandedTo: ownerJSON(f.HandedTo), NewToken: f.NewToken})
 	} else {
-		_, err = fmt.Fprintf(c.env.stdout, "force-unlocked %s: ended the hold of %s (token %s)\n", display(key), f.Holder, token(f.Token))
+		_, err = fmt.Fprintf(c.env.stdout, "force-unlocked %q: ended the hold of %s (token %s)\n", key, f.Holder, token(f.Token))
 		if err == nil && f.HandedTo.ID != "" {
 			_, err = fmt.Fprintf(c.env.stdout, "handed to the next waiter, %s, with token %d\n", f.HandedTo, f.NewToken)
 		}
@@ -89,11 +89,11 @@ func (c *cli) confirm(ctx context.Context, key string) (lock.Owner, int, bool) {
 	case err != nil:
 		return lock.Owner{}, c.fail(err), false
 	case !info.Held:
-		fmt.Fprintf(c.env.stderr, "lockkit unlock: %s is not held (prefix %q); nothing changed\n", display(key), c.opts.prefix)
+		fmt.Fprintf(c.env.stderr, "lockkit unlock: %q is not held (prefix %q); nothing changed\n", key, c.opts.prefix)
 		return lock.Owner{}, exitNotHeld, false
 	}
-	fmt.Fprintf(c.env.stderr, "%s is held by %s (count %d, lease left %s, token %s); %d waiting.\n",
-		display(key), info.Holder, info.HoldCount, dur(info.RemainingLease), token(info.Token), info.Waiting)
+	fmt.Fprintf(c.env.stderr, "%q is held by %s (count %d, lease left %s, token %s); %d waiting.\n",
+		key, info.Holder, info.HoldCount, dur(info.RemainingLease), token(info.Token), info.Waiting)
 	fmt.Fprint(c.env.stderr, "The holder loses it at its next renewal; its writes with that token must be rejected by token.\nForce-unlock? [y/N] ")
 	answer := make(chan string, 1)
 	go func() { // ends when stdin has a line or closes (at the latest at exit)
