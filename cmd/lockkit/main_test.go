@@ -261,14 +261,7 @@ func TestWatch(t *testing.T) {
 			_, unlockA := locktest.MustLock(t, a, ctx, "k")
 			out, stop := watchRun(t, "redis://"+srv.Addr, "k")
 			waitOutput(t, out, "held by first")
-			gotB := make(chan lock.UnlockFunc, 1)
-			go func() {
-				_, unlock, err := holder(t, rdb, "second").Lock(ctx, "k")
-				if err != nil {
-					t.Error(err)
-				}
-				gotB <- unlock
-			}()
+			gotB := lockLater(t, holder(t, rdb, "second"), "k")
 			if notify {
 				waitOutput(t, out, "held by first", "1 waiting: second")
 			} else {
@@ -406,4 +399,30 @@ func heldOn(t *testing.T, label, key string) (string, *redis.Client) {
 	_, unlock := locktest.MustLock(t, holder(t, rdb, label), context.Background(), key)
 	t.Cleanup(func() { _ = unlock() })
 	return "redis://" + srv.Addr, rdb
+}
+
+// lockLater locks key on c in a goroutine; the channel gets its unlock
+// once c has it (nil on an error, which fails the test).
+func lockLater(t *testing.T, c *lock.Client, key string) <-chan lock.UnlockFunc {
+	got := make(chan lock.UnlockFunc, 1)
+	go func() {
+		_, unlock, err := c.Lock(context.Background(), key)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- unlock
+	}()
+	return got
+}
+
+// lsOne runs ls -o json on the Redis of url, which holds one lock, and
+// returns that lock.
+func lsOne(t *testing.T, url string) jsonInfo {
+	t.Helper()
+	code, out, errOut := lockkit(t, context.Background(), url, "", "ls", "-o", "json")
+	var got jsonInfo
+	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil {
+		t.Fatalf("ls: %d %s %s", code, out, errOut)
+	}
+	return got
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -36,12 +37,11 @@ func TestJSONKeyRoundTrips(t *testing.T) {
 	key := "bin:\xff\xfe"
 	url, _ := heldOn(t, "stuck", key)
 	ctx := context.Background()
-	code, out, errOut := lockkit(t, ctx, url, "", "ls", "-o", "json")
-	var got jsonInfo
-	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil {
-		t.Fatalf("ls: %d %s %s", code, out, errOut)
+	got := lsOne(t, url)
+	if b, err := base64.StdEncoding.DecodeString(got.KeyBase64); err != nil || string(b) != key {
+		t.Fatalf("key_base64 %q for %q", got.KeyBase64, key)
 	}
-	code, out, errOut = lockkit(t, ctx, url, "", "show", "-o", "json", got.Key)
+	code, out, errOut := lockkit(t, ctx, url, "", "show", "-o", "json", got.Key)
 	var shown jsonInfo
 	if code != exitOK || json.Unmarshal([]byte(out), &shown) != nil || !shown.Held {
 		t.Fatalf("ls -o json gave key %q for %q; show of it: exit %d, held %v %s", got.Key, key, code, shown.Held, errOut)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"strings"
 	"testing"
@@ -104,13 +103,9 @@ func TestLongKeyListedCanBeForced(t *testing.T) {
 	key := "reports:" + strings.Repeat("x", 200)
 	url, _ := heldOn(t, "stuck", key)
 	ctx := context.Background()
-	code, out, errOut := lockkit(t, ctx, url, "", "ls", "-o", "json")
-	var got jsonInfo
-	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil {
-		t.Fatalf("ls: %d %s %s", code, out, errOut)
-	}
+	got := lsOne(t, url)
 	listed := keyOf(lock.LockInfo{Key: got.Key, Name: got.Name})
-	code, out, errOut = lockkit(t, ctx, url, "", "unlock", "--force", "--yes", listed)
+	code, out, errOut := lockkit(t, ctx, url, "", "unlock", "--force", "--yes", listed)
 	if code != exitOK {
 		t.Fatalf("ls listed %q; unlock --force --yes of it: exit %d %s%s", listed, code, out, errOut)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
-	"github.com/lockkit/lockkit/lock"
 )
 
 // TestWatchClusterWithoutNotifications: on a Redis Cluster without
@@ -28,14 +27,7 @@ func TestWatchClusterWithoutNotifications(t *testing.T) {
 		}
 	}()
 	waitOutput(t, out, "held by first")
-	gotB := make(chan lock.UnlockFunc, 1)
-	go func() {
-		_, unlock, err := holder(t, rdb, "second").Lock(ctx, "k")
-		if err != nil {
-			t.Error(err)
-		}
-		gotB <- unlock
-	}()
+	gotB := lockLater(t, holder(t, rdb, "second"), "k")
 	for start := time.Now(); rdb.LLen(ctx, "lockkit:{k}:queue").Val() == 0; time.Sleep(2 * time.Millisecond) {
 		if time.Since(start) > 5*time.Second {
 			t.Fatal("never queued")
