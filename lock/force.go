@@ -31,7 +31,8 @@ var ErrHolderChanged = errors.New("lock: held by another owner")
 type ForceOption func(*forceConfig)
 
 type forceConfig struct {
-	holder string // end the hold only if this owner ID has it; "" any
+	holder      string // end the hold only if this owner ID has it
+	conditional bool   // IfHeldBy was given
 }
 
 // IfHeldBy makes [Client.ForceUnlock] end the hold only while owner (an
@@ -39,9 +40,10 @@ type forceConfig struct {
 // in the same atomic step that ends it. An operator who decided from
 // Inspect that a holder is stuck ends that holder, not whichever one
 // took the key since (after its release, or another operator's
-// force-unlock). Default: end any holder.
+// force-unlock). An empty owner is an error wrapping [ErrInvalid].
+// Default: end any holder.
 func IfHeldBy(owner string) ForceOption {
-	return func(fc *forceConfig) { fc.holder = owner }
+	return func(fc *forceConfig) { fc.holder, fc.conditional = owner, true }
 }
 
 // ForceUnlock ends the current hold of key, whoever holds it (or, with
@@ -95,6 +97,9 @@ func (c *Client) ForceUnlock(ctx context.Context, key string, opts ...ForceOptio
 	for _, o := range opts {
 		o(&fc)
 	}
+	if fc.conditional && fc.holder == "" {
+		return Forced{}, invalidf("IfHeldBy with an empty owner")
+	}
 	var from any = c.newOwner() // an owner of its own: r names it
 	rs := fanOut(c, ctx, c.callTimeout(c.cfg.lease), func(ctx context.Context, nd *node) ([]any, error) {
 		return nd.run(ctx, forceScript, rk.scriptArgs(from, c.claimArg, nd.publish, forceLinger, fc.holder)).Slice()
@@ -122,14 +127,12 @@ func (c *Client) ForceUnlock(ctx context.Context, key string, opts ...ForceOptio
 			free++
 		}
 	}
-	if ended > 0 {
+	switch {
+	case ended > 0 && ended+free >= c.quorum:
 		c.endOwn(f.Holder.ID)
 		if len(c.nodes) > 1 {
 			c.wt.released(rk, handOff{}) // this process's waiters try at once
 		}
-	}
-	switch {
-	case ended > 0 && ended+free >= c.quorum:
 		return f, nil
 	case ended > 0:
 		return Forced{}, fmt.Errorf("lock: force-unlock %q: the hold was ended on %d of %d nodes and %d had none, fewer than the %d needed: the holder may keep the key (%w)",

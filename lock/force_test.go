@@ -345,7 +345,8 @@ func TestForceUnlockTokenAfterHashExpired(t *testing.T) {
 
 // TestForceUnlockIfHeldBy: with IfHeldBy, ForceUnlock ends the hold of
 // the owner named and no other: when another owner holds the key it
-// returns ErrHolderChanged and changes nothing.
+// returns ErrHolderChanged and changes nothing; an empty owner is
+// refused.
 func TestForceUnlockIfHeldBy(t *testing.T) {
 	_, rdb := newReal(t)
 	ctx := context.Background()
@@ -370,6 +371,9 @@ func TestForceUnlockIfHeldBy(t *testing.T) {
 	after, _ := op.Inspect(ctx, "k")
 	if !after.Held || after.Holder != before.Holder || after.Token != before.Token || heldB.Err() != nil {
 		t.Fatalf("b's hold changed: %+v -> %+v", before, after)
+	}
+	if _, err := op.ForceUnlock(ctx, "k", lock.IfHeldBy("")); !errors.Is(err, lock.ErrInvalid) {
+		t.Fatalf("IfHeldBy(\"\"): %v, want ErrInvalid", err)
 	}
 	f, err := op.ForceUnlock(ctx, "k", lock.IfHeldBy(before.Holder.ID))
 	if err != nil || f.Holder.Label != "b" {
