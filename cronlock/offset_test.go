@@ -1,10 +1,8 @@
 package cronlock_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,31 +12,13 @@ import (
 	"github.com/lockkit/lockkit/internal/locktest"
 )
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A started Scheduler measures its clock's offset against Redis's TIME,
 // exposes it, and logs at Error when it exceeds the skew tolerance.
 func TestClockOffsetMeasured(t *testing.T) {
 	t.Parallel()
 	_, rdb := newReal(t)
 	for _, skew := range []time.Duration{0, 2 * time.Second, -2500 * time.Millisecond} {
-		var logs syncBuffer
+		var logs locktest.SyncBuffer
 		logger := slog.New(slog.NewTextHandler(&logs, nil))
 		s := cronlock.New(cron.New(), locktest.NewClient(t, rdb), cronlock.WithLogger(logger),
 			cronlock.WithClock(func() time.Time { return time.Now().Add(skew) }))

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -21,9 +22,37 @@ type Forced struct {
 // keeping its last token.
 const forceLinger = 1000 // ms
 
-// ForceUnlock ends the current hold of key, whoever holds it, for an
-// operator who decided its holder is stuck: the lock goes to the first
-// live queued waiter as a release would hand it over, or is free.
+// ErrHolderChanged is returned by [Client.ForceUnlock] with [IfHeldBy]
+// when another owner than the one named holds the key: nothing was
+// ended.
+var ErrHolderChanged = errors.New("lock: held by another owner")
+
+// A ForceOption changes what [Client.ForceUnlock] does.
+type ForceOption func(*forceConfig)
+
+type forceConfig struct {
+	holder      string // end the hold only if this owner ID has it
+	conditional bool   // IfHeldBy was given
+}
+
+// IfHeldBy makes [Client.ForceUnlock] end the hold only while owner (an
+// [Owner]'s ID, as [Client.Inspect] reports it) holds the key, checked
+// in the same atomic step that ends it. An operator who decided from
+// Inspect that a holder is stuck ends that holder, not whichever one
+// took the key since (after its release, or another operator's
+// force-unlock). An empty owner is an error wrapping [ErrInvalid].
+// Default: end any holder.
+func IfHeldBy(owner string) ForceOption {
+	return func(fc *forceConfig) { fc.holder, fc.conditional = owner, true }
+}
+
+// ForceUnlock ends the current hold of key, whoever holds it (or, with
+// [IfHeldBy], only the owner named), for an operator who decided its
+// holder is stuck: the lock goes to the first live queued waiter as a
+// release would hand it over, or is free. A hand-off is told to every
+// Client with a queued waiter, so a waiter that never takes the key (its
+// process is frozen or dead) holds the others up one claim window (1 s)
+// at most, even when this Client is closed right after ForceUnlock.
 //
 // The old holder cannot do harm afterwards: its watchdog finds the owner
 // gone at its next renewal (within a third of its lease) and cancels its
@@ -32,34 +61,59 @@ const forceLinger = 1000 // ms
 // the next acquisition) is larger than the old holder's, so storage that
 // checks tokens rejects its late writes. Until its next renewal the old
 // holder may still believe it holds the key: that is what fencing tokens
-// are for. When the old holder is this Client's, its hold ends with
-// ErrLost before ForceUnlock returns (package locktest's Lose uses this).
+// are for. A hold taken with [WithFixedLease] (package cronlock's run and
+// tick locks, for instance) has no watchdog: it learns of ForceUnlock
+// only at its unlock, which returns ErrLost, or when its fixed lease
+// ends; until then its lock context runs on, and only its fencing token,
+// smaller than the next holder's, stops its writes. When the old holder
+// is this Client's, its hold ends with ErrLost before ForceUnlock returns
+// (package locktest's Lose uses this).
+//
+// Like [Client.Inspect], ForceUnlock takes the Name [Client.Held] lists
+// for a key stored by its digest in place of that key.
 //
 // Errors: [ErrNotHeld] when no one holds key (nothing changes; a lock
-// taken with another prefix is not seen), [ErrInvalid] for an empty or
-// oversized key, [ErrClosed] after Close, or the Redis error. In quorum
-// mode the hold is ended on every node that answers (each bounded by the
-// node timeout); ErrNotHeld means no node had a holder. ForceUnlock
-// returns within ctx's deadline; a command still under way then goes on
-// in the background.
-func (c *Client) ForceUnlock(ctx context.Context, key string) (Forced, error) {
+// taken with another prefix is not seen), [ErrHolderChanged] when
+// [IfHeldBy] names another owner than the holder (nothing changes),
+// [ErrInvalid] for an empty or oversized key, [ErrClosed] after Close, or
+// the Redis error. ForceUnlock returns within ctx's deadline; a command
+// still under way then goes on in the background.
+//
+// In quorum mode the hold is ended on every node that answers (each
+// bounded by the node timeout). ForceUnlock succeeds when afterwards a
+// majority of nodes have no holder: the hold was ended on at least one
+// and the others of that majority had none. Otherwise it returns an
+// error that tells on how many nodes the hold was ended, and the holder
+// may keep the key: what was ended stays ended (a holder that lost its
+// majority loses the key at its next renewal), and a new ForceUnlock
+// once the nodes answer ends the rest. ErrNotHeld then means no node
+// that answered had a holder.
+func (c *Client) ForceUnlock(ctx context.Context, key string, opts ...ForceOption) (Forced, error) {
 	rk, err := c.operate(key)
 	if err != nil {
 		return Forced{}, err
 	}
+	var fc forceConfig
+	for _, o := range opts {
+		o(&fc)
+	}
+	if fc.conditional && fc.holder == "" {
+		return Forced{}, invalidf("IfHeldBy with an empty owner")
+	}
 	var from any = c.newOwner() // an owner of its own: r names it
 	rs := fanOut(c, ctx, c.callTimeout(c.cfg.lease), func(ctx context.Context, nd *node) ([]any, error) {
-		return nd.run(ctx, forceScript, rk.scriptArgs(from, c.claimArg, nd.publish, forceLinger)).Slice()
+		return nd.run(ctx, forceScript, rk.scriptArgs(from, c.claimArg, nd.publish, forceLinger, fc.holder)).Slice()
 	}, nil)
 	var f Forced
 	var errs []error
-	forced := false
+	ended, free := 0, 0 // nodes where the hold was ended, where none was
+	var other Owner     // the holder IfHeldBy did not name
 	for _, r := range rs {
 		switch {
 		case r.err != nil:
 			errs = append(errs, redisError(r.err))
 		case len(r.val) >= 3 && r.val[0] == int64(1):
-			forced = true
+			ended++
 			f.Holder = ParseOwner(replyStr(r.val[1]))
 			if len(c.nodes) == 1 {
 				f.Token = uint64(replyInt(r.val[2]))
@@ -67,17 +121,26 @@ func (c *Client) ForceUnlock(ctx context.Context, key string) (Forced, error) {
 			if len(r.val) == 5 {
 				f.HandedTo, f.NewToken = ParseOwner(replyStr(r.val[3])), uint64(replyInt(r.val[4]))
 			}
+		case len(r.val) >= 2 && r.val[0] == int64(2):
+			other = ParseOwner(replyStr(r.val[1]))
+		default:
+			free++
 		}
 	}
 	switch {
-	case forced:
+	case ended > 0 && ended+free >= c.quorum:
 		c.endOwn(f.Holder.ID)
 		if len(c.nodes) > 1 {
 			c.wt.released(rk, handOff{}) // this process's waiters try at once
 		}
 		return f, nil
+	case ended > 0:
+		return Forced{}, fmt.Errorf("lock: force-unlock %q: the hold was ended on %d of %d nodes and %d had none, fewer than the %d needed: the holder may keep the key (%w)",
+			key, ended, len(c.nodes), free, c.quorum, errors.Join(errs...))
+	case other.ID != "":
+		return Forced{}, fmt.Errorf("lock: force-unlock %q: %w: %s holds it, not %s", key, ErrHolderChanged, other.ID, fc.holder)
 	case len(errs) > 0:
-		return Forced{}, fmt.Errorf("lock: force-unlock %q: %w", key, errs[0])
+		return Forced{}, fmt.Errorf("lock: force-unlock %q: %w", key, errors.Join(errs...))
 	}
 	return Forced{}, fmt.Errorf("lock: force-unlock %q: %w: no one holds it (under prefix %q)", key, ErrNotHeld, c.cfg.prefix)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -278,6 +279,77 @@ func requireTTLs(t *testing.T, rdb *redis.Client) {
 	for _, k := range keys {
 		if ttl := rdb.PTTL(ctx, k).Val(); ttl == -1 {
 			t.Errorf("key %q has no TTL", k)
+		}
+	}
+}
+
+// TestWaitsHashMatchesQueueUnderChurn: under waiters that give up, time
+// out and take hand-offs, the waits hash holds exactly a deadline and a
+// joined time for each owner in the queue list (read atomically), and
+// every key has a TTL, all along and at the end.
+func TestWaitsHashMatchesQueueUnderChurn(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	var clients []*lock.Client
+	for range 4 {
+		clients = append(clients, locktest.NewClient(t, srv.Client(t), lock.WithDefaultLease(time.Second)))
+	}
+	check := redis.NewScript(`
+for _, k in ipairs(KEYS) do
+  if redis.call('PTTL', k) == -1 then return k .. ' has no TTL' end
+end
+local q = redis.call('LRANGE', KEYS[1], 0, -1)
+local n = redis.call('HLEN', KEYS[2])
+if n ~= 2 * #q then return 'HLEN ' .. n .. ' for ' .. #q .. ' queued' end
+for _, w in ipairs(q) do
+  if redis.call('HEXISTS', KEYS[2], w) == 0 or redis.call('HEXISTS', KEYS[2], '>' .. w) == 0 then
+    return 'no fields for ' .. w
+  end
+end
+return ''`)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := clients[i%len(clients)]
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				wait := time.Duration(5+(i*7+j*13)%60) * time.Millisecond
+				lctx, cancel := context.WithTimeout(ctx, wait)
+				_, unlock, err := c.Lock(lctx, "churn")
+				if err == nil {
+					time.Sleep(time.Duration((i+j)%3) * time.Millisecond)
+					_ = unlock()
+				}
+				cancel()
+			}
+		}()
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		msg, err := check.Run(ctx, rdb, []string{"lockkit:{churn}:queue", "lockkit:{churn}:waits", "lockkit:{churn}"}).Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg != "" {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("waits hash out of step with the queue: %s", msg)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	for _, k := range rdb.Keys(ctx, "*").Val() {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl == -1 {
+			t.Errorf("%s has no TTL", k)
 		}
 	}
 }

@@ -2,11 +2,13 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
 )
 
 // The release hands the key to a waiter whose process was SIGKILLed, with
@@ -41,5 +43,55 @@ func TestHandOffToKilledProcessesObtainableByTryLock(t *testing.T) {
 	t.Logf("TryLock got the key %v after the release, behind %d killed processes' waiters (-1: not within 10 s)", d, procs)
 	if d < 0 || d > 2500*time.Millisecond {
 		t.Errorf("key obtainable by TryLock only %v after the release (-1: not within 10 s), behind %d killed processes' waiters; want within two 1 s claim windows", d, procs)
+	}
+}
+
+// TestLeaveHandOffKeepsTTL: when the first waiter gives up after the
+// holder's lease ran out (the lock hash is gone, the queue is not: it
+// outlives the lease by the claim window), leave.lua hands the lock to the
+// next waiter, and the hash it creates has a TTL: a dead waiter does not
+// hold the key forever.
+func TestLeaveHandOffKeepsTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	name := "lockkit:{stuck}"
+	// A holder whose process died: its lease runs out later in the test.
+	if err := rdb.HSet(ctx, name, "o", "deadholder@h:1:1", "n", 1, "t", 7).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.PExpire(ctx, name, 30*time.Second)
+
+	w := locktest.NewClient(t, rdb)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := w.Lock(wctx, "stuck")
+		done <- err
+	}()
+	waitQueued(t, rdb, "stuck", 1)
+	// A waiter behind it whose process died a moment ago: its deadline
+	// (the lease left plus the claim window) is still ahead.
+	tm, _ := rdb.Time(ctx).Result()
+	now := tm.UnixMilli()
+	dead := "deadwaiter@h:2:1"
+	rdb.RPush(ctx, name+":queue", dead)
+	rdb.HSet(ctx, name+":waits", dead, now+20000, ">"+dead, now)
+	// The holder's lease ends (expiry deletes the hash), then the first
+	// waiter gives up before its next attempt.
+	rdb.Del(ctx, name)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.HGet(ctx, name, "o").Val() != dead {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lock was not handed to the next waiter: %v", rdb.HGetAll(ctx, name).Val())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if ttl := rdb.PTTL(ctx, name).Val(); ttl < 0 {
+		t.Fatalf("lock handed to %s with no TTL (PTTL %v): held forever by a dead waiter", dead, ttl)
 	}
 }

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"path"
@@ -29,30 +30,50 @@ var tagUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
 // with Node set). Locks taken or released while the scan runs may or may
 // not be listed. Keys longer than 128 bytes once escaped are stored by
 // their digest: only a pattern that starts with '*' lists them, with Key
-// empty.
+// empty; [Client.Inspect] and [Client.ForceUnlock] take their Name.
 //
-// Iteration stops at the first error, which is yielded: an error wrapping
-// [ErrInvalid] for an empty, oversized or malformed pattern, [ErrClosed]
-// after Close, or the Redis error. Every Redis call returns within ctx's
-// deadline.
+// The pattern matches the keys as given to [Client.Lock], byte by byte:
+// "a?" lists "a%" and "a{" although Redis stores them escaped.
+//
+// An error wrapping [ErrInvalid] for an empty, oversized or malformed
+// pattern, or [ErrClosed] after Close, is yielded alone. A Redis server
+// (a node in quorum mode, a master of a Cluster) that fails or does not
+// answer does not hide the others' locks: the scan goes on with the next
+// server, and the failures are yielded, joined, as the last element,
+// after everything the others hold was listed. Every Redis call returns
+// within ctx's deadline.
 func (c *Client) Held(ctx context.Context, pattern string) iter.Seq2[LockInfo, error] {
 	return func(yield func(LockInfo, error) bool) {
 		if err := checkPattern(pattern); err != nil {
 			yield(LockInfo{}, err)
 			return
 		}
-		match := globEscaper.Replace(c.cfg.prefix) + ":{" + tagEscaper.Replace(pattern) + "}"
+		match := scanMatch(c.cfg.prefix, pattern)
+		keep := func(key string) bool {
+			if key == "" { // stored by its digest
+				return strings.HasPrefix(pattern, "*")
+			}
+			return globMatch(pattern, key)
+		}
+		var errs []error
 		for _, nd := range c.nodes {
 			servers, err := c.servers(ctx, nd)
 			if err != nil {
-				yield(LockInfo{}, fmt.Errorf("lock: held %q: %w", pattern, err))
-				return
+				errs = append(errs, fmt.Errorf("lock: held %q: %s: %w", pattern, nodeAddr(nd.rdb), redisError(err)))
+				continue
 			}
 			for _, srv := range servers {
-				if !c.scan(ctx, srv, match, len(c.nodes) > 1 || len(servers) > 1, yield) {
+				ok, err := c.scan(ctx, srv, match, keep, len(c.nodes) > 1 || len(servers) > 1, yield)
+				if !ok {
 					return
 				}
+				if err != nil {
+					errs = append(errs, err)
+				}
 			}
+		}
+		if len(errs) > 0 {
+			yield(LockInfo{}, errors.Join(errs...))
 		}
 	}
 }
@@ -95,9 +116,10 @@ func (c *Client) servers(ctx context.Context, nd *node) ([]*redis.Client, error)
 	return masters, err
 }
 
-// scan yields the held locks of one server whose hash matches match; it
-// reports whether to go on.
-func (c *Client) scan(ctx context.Context, srv *redis.Client, match string, named bool, yield func(LockInfo, error) bool) bool {
+// scan yields the held locks of one server whose hash matches match and
+// whose key keep keeps; it reports whether to go on (false when yield
+// said to stop), and the error that ended the scan of srv.
+func (c *Client) scan(ctx context.Context, srv *redis.Client, match string, keep func(string) bool, named bool, yield func(LockInfo, error) bool) (bool, error) {
 	addr := srv.Options().Addr
 	var cursor uint64
 	for {
@@ -113,12 +135,11 @@ func (c *Client) scan(ctx context.Context, srv *redis.Client, match string, name
 			return err
 		})
 		if err != nil {
-			yield(LockInfo{}, fmt.Errorf("lock: held: %s: %w", addr, redisError(err)))
-			return false
+			return true, fmt.Errorf("lock: held: %s: %w", addr, redisError(err))
 		}
 		for _, info := range infos {
 			key, ok := c.keyOf(info.Name)
-			if !ok || (!info.Held && !info.Reserved) {
+			if !ok || (!info.Held && !info.Reserved) || !keep(key) {
 				continue
 			}
 			info.Key = key
@@ -126,11 +147,11 @@ func (c *Client) scan(ctx context.Context, srv *redis.Client, match string, name
 				info.Node = addr
 			}
 			if !yield(info, nil) {
-				return false
+				return false, nil
 			}
 		}
 		if cursor == 0 {
-			return true
+			return true, nil
 		}
 	}
 }

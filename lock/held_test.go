@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
@@ -136,5 +137,109 @@ func TestHeldQuorum(t *testing.T) {
 	}
 	if len(perNode) < 2 {
 		t.Fatalf("listed on %d nodes, want at least a majority: %v", len(perNode), perNode)
+	}
+}
+
+// TestHeldPatternMatchesEscapedKeys: Held's pattern is a glob over the
+// user's keys, although Redis stores '%', '{' and '}' escaped as three
+// bytes: '?' and classes match such keys.
+func TestHeldPatternMatchesEscapedKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	for _, tc := range []struct{ key, pattern string }{
+		{"a%", "a?"},
+		{"b{", "b?"},
+		{"c}", "c[}]"},
+		{"d%", "d[%]"},
+	} {
+		_, unlock := locktest.MustLock(t, c, ctx, tc.key)
+		found := false
+		for info, err := range c.Held(ctx, tc.pattern) {
+			if err != nil {
+				t.Fatalf("Held(%q): %v", tc.pattern, err)
+			}
+			found = found || info.Key == tc.key
+		}
+		if !found {
+			t.Errorf("Held(%q) does not list the held key %q", tc.pattern, tc.key)
+		}
+		_ = unlock()
+	}
+}
+
+// TestHeldClusterMasterStalled: Held on a Redis Cluster with one master
+// stalled ends with an error within its context's deadline.
+func TestHeldClusterMasterStalled(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	rdb := cl.Client(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+		_, unlock := locktest.MustLock(t, c, ctx, k)
+		defer unlock()
+	}
+	cl.Masters[1].Pause()
+	defer cl.Masters[1].Resume()
+	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	var err error
+	n := 0
+	for _, e := range c.Held(cctx, "*") {
+		if e != nil {
+			err = e
+			break
+		}
+		n++
+	}
+	if took := time.Since(start); err == nil || took > 600*time.Millisecond {
+		t.Fatalf("Held with a master stalled: %d listed, %v after %v", n, err, took)
+	}
+}
+
+// TestQuorumHeldWithNodeDown: in quorum mode Held lists the locks of the
+// nodes that answer when one does not, then yields that node's error.
+func TestQuorumHeldWithNodeDown(t *testing.T) {
+	srvs, clients := quorumOf(t, 3)
+	ctx := context.Background()
+	c := newQuorum(t, clients())
+	_, unlock := locktest.MustLock(t, c, ctx, "q")
+	defer unlock()
+	// Lock returns once a majority has the key: stop the first node that
+	// has it, so Held has at least one other node's lock to list.
+	info, err := c.Inspect(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down, held := -1, 0
+	for i, n := range info.Nodes {
+		if n.Held {
+			held++
+			if down < 0 {
+				down = i
+			}
+		}
+	}
+	srvs[down].Stop()
+	if info, err := c.Inspect(ctx, "q"); err != nil {
+		t.Fatalf("Inspect with a node down: %+v %v", info, err)
+	}
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	listed := 0
+	var errs []error
+	for info, err := range c.Held(hctx, "*") {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if info.Key == "q" {
+			listed++
+		}
+	}
+	if listed != held-1 || len(errs) != 1 {
+		t.Fatalf("Held with one node of three down listed q on %d nodes (errors %v), want the %d others that have it, then one error", listed, errs, held-1)
 	}
 }

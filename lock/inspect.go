@@ -2,6 +2,8 @@ package lock
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -18,8 +20,8 @@ const MaxListedWaiters = 10
 // LockInfo is what Redis holds about one lock, read in one atomic step.
 type LockInfo struct {
 	// Key is the lock's key. [Client.Held] leaves it empty for a key
-	// stored by its digest (escaped, longer than 128 bytes): Name then
-	// tells which.
+	// stored by its digest (escaped, longer than 128 bytes), and so does
+	// [Client.Inspect] of such a lock by its Name: Name then tells which.
 	Key string
 	// Name is the lock's hash in Redis, e.g. "lockkit:{orders:42}".
 	Name string
@@ -82,6 +84,12 @@ type Waiter struct {
 // that a majority of nodes have (its smallest remaining lease); Token is
 // 0, as quorum mode has no fencing tokens.
 //
+// A key stored by its digest (longer than 128 bytes once escaped) can be
+// named by its Name, as [Client.Held] lists it ("<prefix>:{%h<digest>}"):
+// Inspect then reads that lock and leaves Key empty, and
+// [Client.ForceUnlock] takes that name too. (A key that is itself such a
+// name can therefore not be inspected or forced by these two calls.)
+//
 // Inspect returns within ctx's deadline; it returns an error wrapping
 // [ErrInvalid] for an empty or oversized key, [ErrClosed] after Close,
 // or the Redis error (in quorum mode: when fewer than a majority of nodes
@@ -99,14 +107,17 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 			return LockInfo{}, fmt.Errorf("lock: inspect %q: %w", key, redisError(rs[0].err))
 		}
 		info := rs[0].val
-		info.Key = key
+		if _, byName := c.digestTag(key); !byName {
+			info.Key = key
+		}
 		return info, nil
 	}
 	return c.majority(key, rk.lock, rs)
 }
 
 // operate checks a call of an operator's (Inspect, ForceUnlock) about key
-// and returns the key's Redis names.
+// and returns the key's Redis names. A key that is the Name of a lock of
+// c's prefix stored by its digest names that lock.
 func (c *Client) operate(key string) (redisKeys, error) {
 	if err := checkKey(key); err != nil {
 		return redisKeys{}, err
@@ -114,7 +125,24 @@ func (c *Client) operate(key string) (redisKeys, error) {
 	if c.isClosed() {
 		return redisKeys{}, ErrClosed
 	}
+	if tag, ok := c.digestTag(key); ok {
+		return tagKeys(c.cfg.prefix, tag), nil
+	}
 	return newRedisKeys(c.cfg.prefix, key), nil
+}
+
+// digestTag returns the hash tag of name when it is the Name of a lock of
+// c's prefix stored by its digest ("<prefix>:{%h<64 hex digits>}").
+func (c *Client) digestTag(name string) (string, bool) {
+	tag, ok := strings.CutPrefix(name, c.cfg.prefix+":{%h")
+	if !ok {
+		return "", false
+	}
+	digest, ok := strings.CutSuffix(tag, "}")
+	if _, err := hex.DecodeString(digest); !ok || err != nil || len(digest) != 2*sha256.Size || strings.ToLower(digest) != digest {
+		return "", false
+	}
+	return "%h" + digest, true
 }
 
 // majority sums up the nodes' answers of a quorum Client's Inspect.
@@ -177,6 +205,7 @@ func parseInspect(name string, v []any) (LockInfo, error) {
 		info.Held, info.Holder, info.RemainingLease = true, ParseOwner(str(v[2])), ms(pttl)
 	}
 	openUntil := num(v[7])
+	dead := map[string]bool{} // Clients whose waiter at the front missed its turn
 	for i := 9; i < len(v); i += 3 {
 		if info.Held && str(v[i]) == info.Holder.ID {
 			info.Waiting-- // handed the lock, not confirmed yet
@@ -187,13 +216,21 @@ func parseInspect(name string, v []any) (LockInfo, error) {
 			w.Waited = ms(now - joined)
 		}
 		info.Waiters = append(info.Waiters, w)
-		// The first waiter whose deadline has not passed has the turn of a
+		if info.Held || info.Reserved {
+			continue
+		}
+		// The first waiter whose deadline has not passed, and whose Client
+		// has no waiter before it that missed its turn, has the turn of a
 		// free lock with a queue (see queue.lua's first).
-		if deadline := num(v[i+1]); !info.Held && !info.Reserved && deadline > now {
-			info.Reserved, info.ReservedFor, info.TurnLeft = true, w.Owner, ms(deadline-now)
-			if openUntil > now {
-				info.TurnLeft = ms(openUntil - now)
-			}
+		client, _, _ := cutLast(w.Owner.ID, ":")
+		deadline := num(v[i+1])
+		if deadline <= now || dead[client] {
+			dead[client] = true
+			continue
+		}
+		info.Reserved, info.ReservedFor, info.TurnLeft = true, w.Owner, ms(deadline-now)
+		if openUntil > now {
+			info.TurnLeft = ms(openUntil - now)
 		}
 	}
 	return info, nil

@@ -11,12 +11,21 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
 
 // queueWaiters starts n Lock calls of key on c, each on a Client of its
-// own labelled w<i>, and waits until Redis has them all queued.
+// own labelled w<i>, and waits until Redis has them all queued. Each
+// releases the key as soon as it has it.
 func queueWaiters(t *testing.T, rdb *redis.Client, key string, n int) []chan error {
+	t.Helper()
+	return queueHolders(t, rdb, key, n, nil)
+}
+
+// queueHolders is queueWaiters whose waiters, once they have the key,
+// hold it until release is closed (nil: not at all).
+func queueHolders(t *testing.T, rdb *redis.Client, key string, n int, release <-chan struct{}) []chan error {
 	t.Helper()
 	var done []chan error
 	for i := range n {
@@ -27,6 +36,9 @@ func queueWaiters(t *testing.T, rdb *redis.Client, key string, n int) []chan err
 		go func() {
 			_, unlock, err := w.Lock(ctx, key)
 			if err == nil {
+				if release != nil {
+					<-release
+				}
 				err = unlock()
 			}
 			ch <- err
@@ -51,7 +63,9 @@ func TestInspect(t *testing.T) {
 	_, unlockInner := locktest.MustLock(t, c, held, "orders:42")
 	token, _ := lock.FencingToken(held, "orders:42")
 	time.Sleep(20 * time.Millisecond) // so that the waiters have waited a measurable time
-	queueWaiters(t, rdb, "orders:42", 2)
+	release := make(chan struct{})
+	defer close(release)
+	queueHolders(t, rdb, "orders:42", 2, release)
 	time.Sleep(30 * time.Millisecond)
 
 	info, err := c.Inspect(ctx, "orders:42")
@@ -185,3 +199,75 @@ func TestOperateUnreachableRedis(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestOperatorCallsBoundedWhenRedisStalls: Inspect, Held and ForceUnlock
+// return within their context's deadline (+100 ms) while Redis does not
+// answer.
+func TestOperatorCallsBoundedWhenRedisStalls(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	_, unlock := locktest.MustLock(t, c, ctx, "k")
+	defer unlock()
+	srv.Pause()
+	defer srv.Resume()
+	const limit = 300 * time.Millisecond
+	for name, call := range map[string]func(context.Context) error{
+		"Inspect": func(ctx context.Context) error { _, err := c.Inspect(ctx, "k"); return err },
+		"ForceUnlock": func(ctx context.Context) error {
+			_, err := locktest.NewClient(t, rdb).ForceUnlock(ctx, "k")
+			return err
+		},
+		"Held": func(ctx context.Context) error {
+			for _, err := range c.Held(ctx, "*") {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	} {
+		cctx, cancel := context.WithTimeout(ctx, limit)
+		start := time.Now()
+		err := call(cctx)
+		took := time.Since(start)
+		cancel()
+		if err == nil || took > limit+100*time.Millisecond {
+			t.Errorf("%s on a stalled Redis: %v after %v, want an error within %v", name, err, took, limit+100*time.Millisecond)
+		}
+	}
+}
+
+// TestInspectTurnSkipsDeadClientsWaiters: a waiter that missed its turn
+// marks its Client dead, and the next attempt drops every waiter of that
+// Client (queue.lua's first); Inspect applies the same rule and reports
+// the turn of the live waiter behind them.
+func TestInspectTurnSkipsDeadClientsWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	tm, _ := rdb.Time(ctx).Result()
+	now := tm.UnixMilli()
+	name := "lockkit:{turn}"
+	// A process died with two queued waiters; a live one waits behind them.
+	a1, a2, b1 := "deadA@h:1:1", "deadA@h:1:2", "liveB@h:2:1"
+	rdb.RPush(ctx, name+":queue", a1, a2, b1)
+	rdb.HSet(ctx, name+":waits", a1, now-10, ">"+a1, now-5000, a2, now+20000, ">"+a2, now-4000, b1, now+20000, ">"+b1, now-3000)
+	rdb.PExpire(ctx, name+":queue", 30*time.Second)
+	rdb.PExpire(ctx, name+":waits", 30*time.Second)
+
+	info, err := c.Inspect(ctx, "turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What Redis does on the next attempt: a2 is dropped with a1.
+	if _, _, err := c.TryLock(ctx, "turn"); !errors.Is(err, lock.ErrNotObtained) {
+		t.Fatalf("TryLock: %v", err)
+	}
+	after, _ := c.Inspect(ctx, "turn")
+	if info.ReservedFor.ID != b1 {
+		t.Fatalf("Inspect: reserved for %q (turn left %v), but the next attempt gives the turn to %q (then Inspect says %q)", info.ReservedFor.ID, info.TurnLeft, b1, after.ReservedFor.ID)
+	}
+}

@@ -23,8 +23,12 @@ type redisKeys struct {
 }
 
 func newRedisKeys(prefix, key string) redisKeys {
+	return tagKeys(prefix, hashTag(key))
+}
+
+// tagKeys are the Redis names of the lock whose hash tag is tag.
+func tagKeys(prefix, tag string) redisKeys {
 	// One string holds every name, each a slice of it: one allocation.
-	tag := hashTag(key)
 	all := prefix + ":{" + tag + "}:queue" + prefix + ":{" + tag + "}:waits" + prefix + ":{" + tag + "}:released"
 	n := len(prefix) + len(tag) + 3
 	base := all[:n]

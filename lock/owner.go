@@ -10,10 +10,12 @@ import (
 // MaxOwnerLabel is the longest label [WithOwnerLabel] accepts, in bytes.
 const MaxOwnerLabel = 24
 
-// maxOwner is the length, in bytes, owners are kept within (up to their
-// 2,176,782,336th acquisition): Redis keeps a hash whose values are at
-// most 64 bytes (hash-max-listpack-value) in its compact encoding, about
-// a third of the memory of a longer one.
+// maxOwner is the length, in bytes, of the longest field or value Redis
+// keeps in a hash of its compact encoding (hash-max-listpack-value), about
+// a third of the memory of a longer one. Owners are kept one byte shorter
+// (up to their 2,176,782,336th acquisition), so that the fields made of a
+// mark and an owner also fit: '>'+owner in the waits hash, '!'+owner (a
+// forced release) in the lock hash.
 const maxOwner = 64
 
 // WithOwnerLabel adds label to the owner every hold of the Client writes
@@ -26,7 +28,7 @@ const maxOwner = 64
 //
 // The owner is written by the scripts that take the key anyway: a label
 // costs no Redis call, only its bytes in each call and in Redis. Owners
-// are kept within 64 bytes, so that Redis stores a lock in its compact
+// are kept within 63 bytes, so that Redis stores a lock in its compact
 // form: the host name is shortened to what the label leaves room for.
 func WithOwnerLabel(label string) Option {
 	return func(c *config) {
@@ -82,14 +84,15 @@ func (o Owner) String() string {
 // the Client is, so that Redis tells which process holds a key. The label
 // may contain ':'; the sequence after the last ':' never does, which is
 // how queue.lua finds a Client's owners. The host name is cut so that an
-// owner with a sequence of up to 6 base-36 digits fits in maxOwner bytes.
+// owner with a sequence of up to 6 base-36 digits, after a one-byte mark,
+// fits in maxOwner bytes.
 func clientID(random [16]byte, host, label string) string {
 	who := ":" + strconv.Itoa(os.Getpid())
 	if label != "" {
 		who += ":" + label
 	}
 	r := base64.RawURLEncoding.EncodeToString(random[:])
-	room := maxOwner - len(r) - len("@") - len(who) - len(":zzzzzz")
+	room := maxOwner - len(">") - len(r) - len("@") - len(who) - len(":zzzzzz")
 	if len(host) > room {
 		host = host[:max(room, 1)]
 	}

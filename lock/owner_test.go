@@ -6,8 +6,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -67,5 +69,39 @@ func TestOwnerLabelRefused(t *testing.T) {
 		if c != nil {
 			_ = c.Close()
 		}
+	}
+}
+
+// TestLabelsWithSeparatorsHandOff: labels may hold ':' and '@' (the
+// separators of owner ids): hand-offs between such Clients, the
+// dead-Client logic that cuts owners at their last ':', and Inspect's
+// parsing still work.
+func TestLabelsWithSeparatorsHandOff(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	a := locktest.NewClient(t, srv.Client(t), lock.WithOwnerLabel("a:1@b:2"))
+	b := locktest.NewClient(t, srv.Client(t), lock.WithOwnerLabel("9:9"))
+	_, unlock := locktest.MustLock(t, a, ctx, "sep")
+	got := make(chan error, 1)
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, u, err := b.Lock(lctx, "sep")
+		if err == nil {
+			err = u()
+		}
+		got <- err
+	}()
+	waitQueued(t, srv.Client(t), "sep", 1)
+	info, err := b.Inspect(ctx, "sep")
+	if err != nil || info.Holder.Label != "a:1@b:2" || len(info.Waiters) != 1 || info.Waiters[0].Owner.Label != "9:9" {
+		t.Fatalf("Inspect: %+v %v", info, err)
+	}
+	start := time.Now()
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil || time.Since(start) > time.Second {
+		t.Fatalf("hand-off to the waiter: %v after %v", err, time.Since(start))
 	}
 }

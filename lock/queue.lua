@@ -122,6 +122,37 @@ local function tell(publish, o, msg)
   redis.call(publish, KEYS[4] .. ':' .. client_of(o), msg)
 end
 
+-- tell_queue sends msg to every Client with a queued waiter, once each,
+-- but the Client skip (nil: none).
+local function tell_queue(publish, msg, skip)
+  local told = {}
+  if skip then
+    told[skip] = true
+  end
+  for _, w in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+    local c = client_of(w)
+    if not told[c] then
+      told[c] = true
+      tell(publish, w, msg)
+    end
+  end
+end
+
+-- write_lock sets fields of the lock hash and gives it a TTL of ttl ms.
+-- PEXPIRE comes first: Redis never refuses it for memory, and once a
+-- script wrote, its later writes are not refused either, so a full Redis
+-- still hands the lock over or lets it go. When the hash was missing
+-- (its lease ran out while the queue lived on), that PEXPIRE found
+-- nothing and HSET creates the hash: it gets its TTL after the write, so
+-- no lock hash ever lives without one.
+local function write_lock(ttl, ...)
+  local had = redis.call('PEXPIRE', KEYS[1], ttl) == 1
+  redis.call('HSET', KEYS[1], ...)
+  if not had then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+  end
+end
+
 -- watcher returns a waiter to tell of a hand-off to o, so that it checks
 -- after the claim window that o took the lock: the waiter right behind o,
 -- or else the last one, if it is another Client's (if o's process died,
@@ -144,14 +175,7 @@ end
 local function announce(o, now, claim, publish, from)
   local d = now + claim
   redis.call('HSET', KEYS[3], o, d)
-  local told = {}
-  for _, w in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
-    local c = client_of(w)
-    if not told[c] then
-      told[c] = true
-      tell(publish, w, from .. ' ' .. o)
-    end
-  end
+  tell_queue(publish, from .. ' ' .. o, nil)
   return d
 end
 
@@ -160,19 +184,18 @@ end
 -- the last token. The waiter stays first in the queue, with the window's
 -- end as deadline, until it confirms (its first renewal or an attempt):
 -- if it never does, the lock lapses and the next attempt after the window
--- drops it. Returns the waiter, the token and Redis's time in ms, or nil.
-local function hand_off(from, last, claim, publish)
+-- drops it. That attempt comes from a waiter told of the hand-off: the
+-- watcher, or with all set (a hand-off whose caller does not check after
+-- the window itself: ForceUnlock's) every other Client with a queued
+-- waiter. Returns the waiter, the token and Redis's time in ms, or nil.
+local function hand_off(from, last, claim, publish, all)
   local now = now_ms()
   local o = first(now)
   if not o then
     return nil
   end
   local tok, s = next_token(last)
-  -- PEXPIRE first: Redis never refuses it for memory, and once a script
-  -- wrote, its later writes are not refused either, so a full Redis still
-  -- hands the lock over (and lets it go, below).
-  redis.call('PEXPIRE', KEYS[1], claim)
-  redis.call('HSET', KEYS[1], 'o', o, 'n', 1, 't', s, 'r', from, 'q', 1, 'open', 0)
+  write_lock(claim, 'o', o, 'n', 1, 't', s, 'r', from, 'q', 1, 'open', 0)
   redis.call('HSET', KEYS[3], o, now + claim)
   local ttl = redis.call('PTTL', KEYS[3])
   if ttl >= 0 and ttl < claim then -- the queue lives until the window ends
@@ -181,9 +204,13 @@ local function hand_off(from, last, claim, publish)
   end
   local msg = from .. ' ' .. o .. ' ' .. s .. ' ' .. now
   tell(publish, o, msg)
-  local w = watcher(o)
-  if w then
-    tell(publish, w, msg)
+  if all then
+    tell_queue(publish, msg, client_of(o))
+  else
+    local w = watcher(o)
+    if w then
+      tell(publish, w, msg)
+    end
   end
   return o, tok, now
 end
@@ -191,8 +218,7 @@ end
 -- let_go marks the lock free after owner's last release and keeps the hash
 -- for linger ms.
 local function let_go(owner, linger)
-  redis.call('PEXPIRE', KEYS[1], linger)
-  redis.call('HSET', KEYS[1], 'n', 0, 'r', owner)
+  write_lock(linger, 'n', 0, 'r', owner)
 end
 
 -- enqueue puts owner at the back of the queue unless it is in it already,

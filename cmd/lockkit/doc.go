@@ -27,15 +27,31 @@
 // Exit codes:
 //
 //	0  done (ls that found nothing, show of a free key, included)
-//	1  failure: Redis unreachable or refused a command
-//	2  bad usage: unknown verb or flag, missing or invalid argument
-//	3  unlock --force: KEY is not held; nothing changed
-//	4  unlock --force: not confirmed; nothing changed
+//	1  failure: Redis unreachable or refused a command (ls: after listing
+//	   what the servers that answered hold)
+//	2  bad usage: unknown verb or flag, missing or invalid argument, a
+//	   -redis URL that does not parse (its password is never printed), a
+//	   -prefix the lock package refuses, a -quorum list naming a server
+//	   twice or fewer than 3
+//	3  unlock --force: KEY is not held, or (after a confirmation) held by
+//	   another owner than the one shown; nothing changed
+//	4  unlock --force: not confirmed (answered no, stdin closed, or
+//	   interrupted at the prompt); nothing changed
+//
+// Keys are shown as they are when printable UTF-8 without spaces, else
+// Go-quoted ("orders:1\n"); -o json writes the same form in "key" and
+// the exact bytes in "key_base64". A KEY or PATTERN argument that starts
+// with '"' is read as such a quoted string. A key longer than 128 bytes
+// once escaped is stored by its digest and listed by its Redis name
+// (lockkit:{%h<digest>}), which show, watch and unlock take as KEY.
+// After a confirmation, unlock --force ends only the holder it showed
+// (lock.IfHeldBy); --yes ends whoever holds KEY.
 //
 // watch follows the lock from Redis's messages, never by polling: the
 // hand-off and turn messages lockkit sends on the key's channels, and,
 // when the server has keyspace notifications on (notify-keyspace-events
 // with K, g, h, l and x, for instance "Kghlx"), every change of the lock's
 // keys. Without notifications it says so, and re-reads the lock when the
-// holder's lease would end.
+// holder's lease would end; on a Redis Cluster, whose sharded channels
+// take no pattern, it then sees no hand-off or turn, and says that too.
 package main

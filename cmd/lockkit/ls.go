@@ -9,7 +9,9 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// runLs lists held locks matching the pattern, sorted by key.
+// runLs lists held locks matching the pattern, sorted by key. When a
+// server fails (a quorum node, a Cluster master), it lists what the
+// others hold, then reports the failure (exit 1).
 func runLs(ctx context.Context, c *cli, args []string) int {
 	pattern := "*"
 	if len(args) == 1 {
@@ -18,14 +20,16 @@ func runLs(ctx context.Context, c *cli, args []string) int {
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	var infos []lock.LockInfo
+	var failed error // a server that failed: reported after what the others hold
 	for info, err := range c.client.Held(ctx, pattern) {
-		if errors.Is(err, lock.ErrInvalid) {
+		switch {
+		case errors.Is(err, lock.ErrInvalid):
 			return c.usageErr("%v", err)
+		case err != nil:
+			failed = err
+		default:
+			infos = append(infos, info)
 		}
-		if err != nil {
-			return c.fail(err)
-		}
-		infos = append(infos, info)
 	}
 	slices.SortFunc(infos, func(a, b lock.LockInfo) int {
 		return strings.Compare(keyOf(a)+"\x00"+a.Node, keyOf(b)+"\x00"+b.Node)
@@ -39,6 +43,9 @@ func runLs(ctx context.Context, c *cli, args []string) int {
 		}
 	} else {
 		err = lsTable(c.env.stdout, infos)
+	}
+	if err == nil {
+		err = failed
 	}
 	if err != nil {
 		return c.fail(err)

@@ -136,15 +136,22 @@ func runVerb(ctx context.Context, v verb, opts options, args []string, e env) in
 			return c.usageErr("%s", msg)
 		}
 	}
+	args = fs.Args()
+	for i, a := range args { // KEY and PATTERN arguments: as display prints them
+		var err error
+		if args[i], err = keyArg(a); err != nil {
+			return c.usageErr("%v", err)
+		}
+	}
 	if c.opts.redis == "" {
 		c.opts.redis = defaultRedis
 	}
 	if err := c.connect(ctx); err != nil {
 		c.close()
-		return c.fail(err)
+		return c.connectErr(err)
 	}
 	defer c.close()
-	return v.run(ctx, c, fs.Args())
+	return v.run(ctx, c, args)
 }
 
 // parseInterspersed parses flags anywhere among args, as in
@@ -186,8 +193,10 @@ func usage(w io.Writer, global *flag.FlagSet) {
 }
 
 const exitCodes = `
-Exit codes: 0 done; 1 failure (Redis unreachable or refused); 2 bad usage;
-3 unlock --force: the key is not held; 4 unlock --force: not confirmed.
+Exit codes: 0 done; 1 failure (Redis unreachable or refused); 2 bad usage
+(also a -redis URL that does not parse, a bad -prefix); 3 unlock --force:
+the key is not held, or no longer by the holder shown; 4 unlock --force: not
+confirmed (answered no, stdin closed, or interrupted at the prompt).
 `
 
 func capitalise(s string) string {

@@ -176,8 +176,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"ls", "-timeout", "0s"}, exitUsage, "must be positive"},
 		{[]string{"ls", "-nope"}, exitUsage, "flag provided but not defined"},
 		{[]string{"-redis", "127.0.0.1:1", "ls"}, exitFailure, "connection refused"},
-		{[]string{"-redis", "http://x", "ls"}, exitFailure, "invalid URL scheme"},
-		{[]string{"-redis", "127.0.0.1:1", "-quorum", "ls"}, exitFailure, "at least 3"},
+		{[]string{"-redis", "http://x", "ls"}, exitUsage, "invalid URL scheme"},
+		{[]string{"-redis", "127.0.0.1:1", "-quorum", "ls"}, exitUsage, "at least 3"},
 	} {
 		code, out, errOut := lockkit(t, ctx, url, "", tc.args...)
 		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
@@ -261,14 +261,7 @@ func TestWatch(t *testing.T) {
 			_, unlockA := locktest.MustLock(t, a, ctx, "k")
 			out, stop := watchRun(t, "redis://"+srv.Addr, "k")
 			waitOutput(t, out, "held by first")
-			gotB := make(chan lock.UnlockFunc, 1)
-			go func() {
-				_, unlock, err := holder(t, rdb, "second").Lock(ctx, "k")
-				if err != nil {
-					t.Error(err)
-				}
-				gotB <- unlock
-			}()
+			gotB := lockLater(t, holder(t, rdb, "second"), "k")
 			if notify {
 				waitOutput(t, out, "held by first", "1 waiting: second")
 			} else {
@@ -395,4 +388,41 @@ func TestQuorum(t *testing.T) {
 	if code, errOut := stop(); code != exitOK {
 		t.Fatalf("watch -quorum: %d %s", code, errOut)
 	}
+}
+
+// heldOn starts a redis-server where a Client labelled label holds key
+// until the test ends, and returns its URL and a client of it.
+func heldOn(t *testing.T, label, key string) (string, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	_, unlock := locktest.MustLock(t, holder(t, rdb, label), context.Background(), key)
+	t.Cleanup(func() { _ = unlock() })
+	return "redis://" + srv.Addr, rdb
+}
+
+// lockLater locks key on c in a goroutine; the channel gets its unlock
+// once c has it (nil on an error, which fails the test).
+func lockLater(t *testing.T, c *lock.Client, key string) <-chan lock.UnlockFunc {
+	got := make(chan lock.UnlockFunc, 1)
+	go func() {
+		_, unlock, err := c.Lock(context.Background(), key)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- unlock
+	}()
+	return got
+}
+
+// lsOne runs ls -o json on the Redis of url, which holds one lock, and
+// returns that lock.
+func lsOne(t *testing.T, url string) jsonInfo {
+	t.Helper()
+	code, out, errOut := lockkit(t, context.Background(), url, "", "ls", "-o", "json")
+	var got jsonInfo
+	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil {
+		t.Fatalf("ls: %d %s %s", code, out, errOut)
+	}
+	return got
 }

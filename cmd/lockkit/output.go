@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/lockkit/lockkit/lock"
 )
@@ -34,6 +38,7 @@ type jsonWaiter struct {
 // jsonInfo is a lock.LockInfo in -o json; durations in milliseconds.
 type jsonInfo struct {
 	Key              string       `json:"key"`
+	KeyBase64        string       `json:"key_base64,omitempty"`
 	Name             string       `json:"name"`
 	Node             string       `json:"node,omitempty"`
 	Held             bool         `json:"held"`
@@ -54,12 +59,15 @@ type jsonInfo struct {
 
 func infoJSON(in lock.LockInfo) jsonInfo {
 	out := jsonInfo{
-		Key: in.Key, Name: in.Name, Node: in.Node,
+		Name: in.Name, Node: in.Node,
 		Held: in.Held, Holder: ownerJSON(in.Holder), HoldCount: in.HoldCount,
 		RemainingLeaseMS: in.RemainingLease.Milliseconds(), Token: in.Token,
 		Reserved: in.Reserved, ReservedFor: ownerJSON(in.ReservedFor), TurnLeftMS: in.TurnLeft.Milliseconds(),
 		Waiting: in.Waiting, Waiters: []jsonWaiter{},
 		LastReleasedBy: ownerJSON(in.LastReleasedBy), Forced: in.Forced,
+	}
+	if in.Key != "" { // "" for a key stored by its digest
+		out.Key, out.KeyBase64 = display(in.Key), keyBase64(in.Key)
 	}
 	for _, w := range in.Waiters {
 		out.Waiters = append(out.Waiters, jsonWaiter{Owner: ownerJSON(w.Owner), WaitedMS: w.Waited.Milliseconds()})
@@ -105,7 +113,7 @@ func lsTable(w io.Writer, infos []lock.LockInfo) error {
 		if !in.Held {
 			holder, count, lease = "(reserved for "+in.ReservedFor.String()+")", "-", "-"
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d", keyOf(in), holder, count, lease, token(in.Token), in.Waiting)
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d", display(keyOf(in)), holder, count, lease, token(in.Token), in.Waiting)
 		if nodes {
 			line += "\t" + in.Node
 		}
@@ -117,7 +125,7 @@ func lsTable(w io.Writer, infos []lock.LockInfo) error {
 // showText writes one lock in full.
 func showText(w io.Writer, in lock.LockInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
-	fmt.Fprintf(tw, "key:\t%s\n", keyOf(in))
+	fmt.Fprintf(tw, "key:\t%s\n", display(keyOf(in)))
 	stateText(tw, in)
 	for _, n := range in.Nodes {
 		fmt.Fprintf(tw, "node %s:\t", n.Node)
@@ -175,4 +183,35 @@ func token(t uint64) string {
 		return "-"
 	}
 	return strconv.FormatUint(t, 10)
+}
+
+// display is how a key (or any name from Redis) is printed: as it is when
+// every rune is printable, it holds no space and does not start with '"';
+// else Go-quoted ("orders:1\n"), so that a table row stays one line and
+// no control sequence reaches the terminal. Every KEY argument reads
+// that form back (see keyArg).
+func display(key string) string {
+	if key != "" && utf8.ValidString(key) && !strings.HasPrefix(key, `"`) &&
+		strings.IndexFunc(key, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) < 0 {
+		return key
+	}
+	return strconv.Quote(key)
+}
+
+// keyArg reads a KEY or PATTERN argument: a Go-quoted string, as display
+// prints keys that need it, is unquoted; anything else is taken as it is.
+func keyArg(arg string) (string, error) {
+	if !strings.HasPrefix(arg, `"`) {
+		return arg, nil
+	}
+	key, err := strconv.Unquote(arg)
+	if err != nil {
+		return "", fmt.Errorf("key %s starts with '\"' but is not a Go-quoted string (quote a key that starts with '\"')", arg)
+	}
+	return key, nil
+}
+
+// keyBase64 is the key's exact bytes in -o json.
+func keyBase64(key string) string {
+	return base64.StdEncoding.EncodeToString([]byte(key))
 }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -23,7 +26,33 @@ type cli struct {
 	client *lock.Client
 }
 
+// usageError is an error of connect's that is bad usage (exit 2): a
+// -redis URL that does not parse, a -quorum list naming a server twice.
+type usageError struct{ error }
+
+// parseURL parses a -redis URL; its error is a usageError that shows
+// the URL without its password.
+func parseURL(u string) (*redis.Options, error) {
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("-redis %s: %w", redacted(u), err)}
+	}
+	return opt, nil
+}
+
+// redacted is u with its password, if any, as "xxxxx"; a URL that does not
+// parse is not shown.
+func redacted(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	return strconv.Quote(p.Redacted())
+}
+
 // connect makes the Redis clients of -redis and the lock Client over them.
+// Its errors wrapping lock.ErrInvalid (a bad -prefix) or of type
+// usageError are bad usage.
 func (c *cli) connect(ctx context.Context) error {
 	urls := strings.Split(c.opts.redis, ",")
 	for i, u := range urls {
@@ -36,13 +65,19 @@ func (c *cli) connect(ctx context.Context) error {
 	switch {
 	case c.opts.quorum:
 		if len(urls) < 3 {
-			return fmt.Errorf("-quorum needs at least 3 Redis URLs in -redis, got %d", len(urls))
+			return usageError{fmt.Errorf("-quorum needs at least 3 Redis URLs in -redis, got %d", len(urls))}
 		}
+		seen := map[string]bool{}
 		for _, u := range urls {
-			opt, err := redis.ParseURL(u)
+			opt, err := parseURL(u)
 			if err != nil {
-				return fmt.Errorf("-redis %q: %w", u, err)
+				return err
 			}
+			server := fmt.Sprintf("%s/%d", opt.Addr, opt.DB)
+			if seen[server] {
+				return usageError{fmt.Errorf("-quorum: -redis names %s twice: its answer would count twice toward the majority", server)}
+			}
+			seen[server] = true
 			c.rdbs = append(c.rdbs, redis.NewClient(opt))
 		}
 	case len(urls) > 1:
@@ -71,9 +106,9 @@ func (c *cli) connect(ctx context.Context) error {
 // single connects to the server of url, or to its cluster when the server
 // is a Redis Cluster node.
 func single(ctx context.Context, url string, o options) (redis.UniversalClient, error) {
-	opt, err := redis.ParseURL(url)
+	opt, err := parseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("-redis %q: %w", url, err)
+		return nil, err
 	}
 	rdb := redis.NewClient(opt)
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -96,12 +131,12 @@ func clusterOf(urls []string) (*redis.ClusterClient, error) {
 	var addrs []string
 	var first *redis.Options
 	for _, u := range urls {
-		opt, err := redis.ParseURL(u)
+		opt, err := parseURL(u)
 		if err != nil {
-			return nil, fmt.Errorf("-redis %q: %w", u, err)
+			return nil, err
 		}
 		if opt.DB != 0 {
-			return nil, fmt.Errorf("-redis %q: a Redis Cluster has database 0 only", u)
+			return nil, usageError{fmt.Errorf("-redis %s: a Redis Cluster has database 0 only", redacted(u))}
 		}
 		if first == nil {
 			first = opt
@@ -134,6 +169,15 @@ func (c *cli) callContext(ctx context.Context) (context.Context, context.CancelF
 func (c *cli) fail(err error) int {
 	fmt.Fprintf(c.env.stderr, "lockkit %s: %v\n", c.verb, err)
 	return exitFailure
+}
+
+// connectErr reports an error of connect, as bad usage when it is.
+func (c *cli) connectErr(err error) int {
+	var ue usageError
+	if errors.As(err, &ue) || errors.Is(err, lock.ErrInvalid) {
+		return c.usageErr("%v", err)
+	}
+	return c.fail(err)
 }
 
 // usageErr reports a usage error and returns its exit code.

@@ -1,7 +1,7 @@
 // Package locktest holds what the tests of lockkit's packages share: a
 // lock Client tied to a test, a Lock that fails the test, a go-redis hook
-// that counts commands, and a copy of the test binary run as a child
-// process.
+// that counts commands, a copy of the test binary run as a child
+// process, and a buffer safe to share with a writer.
 package locktest
 
 import (
