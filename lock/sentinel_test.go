@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,9 +41,10 @@ func TestSentinelFailover(t *testing.T) {
 	sentinel := redistest.StartSentinel(t, "locks", primary, 500*time.Millisecond)
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
 	defer sc.Close()
-	waitFor(t, 10*time.Second, "Sentinel sees the replica", func() bool {
+	waitFor(t, 10*time.Second, "Sentinel sees the replica up and linked", func() bool {
 		replicas, err := sc.Replicas(ctx, "locks").Result()
-		return err == nil && len(replicas) == 1
+		return err == nil && len(replicas) == 1 &&
+			replicas[0]["flags"] == "slave" && replicas[0]["master-link-status"] == "ok"
 	})
 
 	newClient := func() *lock.Client {
@@ -52,8 +54,16 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	holder, other := newClient(), newClient()
 	held, unlock := locktest.MustLock(t, holder, ctx, "pay")
-	if err := sc.Failover(ctx, "locks").Err(); err != nil {
-		t.Fatalf("SENTINEL FAILOVER: %v", err)
+	// Sentinel answers NOGOODSLAVE until its own view of the replica is
+	// fresh enough (it refreshes it every few seconds): ask again until
+	// it starts the failover.
+	var failoverErr error
+	waitFor(t, 15*time.Second, "Sentinel to start the failover", func() bool {
+		failoverErr = sc.Failover(ctx, "locks").Err()
+		return failoverErr == nil || !strings.Contains(failoverErr.Error(), "NOGOODSLAVE")
+	})
+	if failoverErr != nil {
+		t.Fatalf("SENTINEL FAILOVER: %v", failoverErr)
 	}
 	waitFor(t, 15*time.Second, "failover to the replica", func() bool {
 		addr, err := sc.GetMasterAddrByName(ctx, "locks").Result()
