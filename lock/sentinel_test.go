@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -54,17 +53,7 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	holder, other := newClient(), newClient()
 	held, unlock := locktest.MustLock(t, holder, ctx, "pay")
-	// Sentinel answers NOGOODSLAVE until its own view of the replica is
-	// fresh enough (it refreshes it every few seconds): ask again until
-	// it starts the failover.
-	var failoverErr error
-	waitFor(t, 15*time.Second, "Sentinel to start the failover", func() bool {
-		failoverErr = sc.Failover(ctx, "locks").Err()
-		return failoverErr == nil || !strings.Contains(failoverErr.Error(), "NOGOODSLAVE")
-	})
-	if failoverErr != nil {
-		t.Fatalf("SENTINEL FAILOVER: %v", failoverErr)
-	}
+	redistest.Failover(t, sentinel.Addr, "locks")
 	waitFor(t, 15*time.Second, "failover to the replica", func() bool {
 		addr, err := sc.GetMasterAddrByName(ctx, "locks").Result()
 		return err == nil && len(addr) == 2 && addr[1] == strconv.Itoa(replica.Port)

@@ -59,9 +59,7 @@ func (r *faultRun) failover(t *testing.T, primary, replica *redistest.Server) {
 	sc := redis.NewSentinelClient(&redis.Options{Addr: r.sentinel.Addr})
 	defer sc.Close()
 	start := now()
-	if err := sc.Failover(ctx, sentinelMaster).Err(); err != nil {
-		t.Fatalf("SENTINEL FAILOVER: %v", err)
-	}
+	redistest.Failover(t, r.sentinel.Addr, sentinelMaster)
 	await(t, 15*time.Second, "the replica promoted", func() bool {
 		addr, err := sc.GetMasterAddrByName(ctx, sentinelMaster).Result()
 		return err == nil && len(addr) == 2 && addr[1] == strconv.Itoa(replica.Port)
