@@ -11,12 +11,15 @@ import (
 )
 
 // healthCheck is how long a pub/sub connection may stay silent before it
-// is pinged, to find one that broke without a word: once per default
-// lease. A broken subscription only delays waiters until the holder's
-// lease ends, when they try again anyway.
-const healthCheck = 30 * time.Second
+// is pinged, to find one that broke without a word (a half-open
+// connection): such a connection is replaced within healthCheck +
+// pingTimeout. Until then it only delays waiters until the holder's lease
+// ends, when they try again anyway. One PING per silent connection every
+// 5 s costs Redis nothing measurable.
+const healthCheck = 5 * time.Second
 
-// pingTimeout bounds a health-check PING; a PING that fails reconnects.
+// pingTimeout bounds a health-check PING and the wait for its answer; a
+// connection that does not answer in time is replaced.
 const pingTimeout = time.Second
 
 // receivePause is how long the receive loop waits before a receive that
@@ -144,10 +147,8 @@ func (w *waiters) listen(ps *redis.PubSub) {
 				continue
 			case errors.Is(err, redis.ErrClosed) || life.Err() != nil:
 				return
-			case isTimeout(err): // silent: the connection is kept
-				ctx, cancel := context.WithTimeout(life, pingTimeout)
-				_ = ps.Ping(ctx)
-				cancel()
+			case isTimeout(err): // silent: is the connection still there?
+				w.probe(ps)
 				continue
 			}
 			if failed && !pause(life, receivePause) {
@@ -156,6 +157,23 @@ func (w *waiters) listen(ps *redis.PubSub) {
 			failed = true
 		}
 	})
+}
+
+// probe pings a subscription that was silent for healthCheck and waits up
+// to pingTimeout for anything to arrive, which it dispatches. When nothing
+// does (a half-open connection: the PING went into a socket whose peer is
+// gone or frozen), the read that gave up counts as a broken connection for
+// go-redis (a read without an allowance for timeouts), which replaces it
+// and subscribes every channel again on the next receive.
+func (w *waiters) probe(ps *redis.PubSub) {
+	ctx, cancel := context.WithTimeout(w.c.life, pingTimeout)
+	defer cancel()
+	if ps.Ping(ctx) != nil {
+		return // go-redis reconnects after a failed write
+	}
+	if msg, err := ps.Receive(ctx); err == nil {
+		w.dispatch(msg)
+	}
 }
 
 // isTimeout reports whether err is a network timeout.
