@@ -1,0 +1,106 @@
+package lock_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lock"
+)
+
+// halfOpen makes the pub/sub connections it dialled half-open once cut is
+// set: what the client writes is dropped and nothing more reaches it, but
+// the socket stays up, as when the peer vanished without a reset.
+type halfOpen struct{ cut atomic.Bool }
+
+func (h *halfOpen) dialer(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &halfOpenConn{Conn: conn, h: h}, nil
+}
+
+type halfOpenConn struct {
+	net.Conn
+	h   *halfOpen
+	sub atomic.Bool
+}
+
+func (c *halfOpenConn) cut() bool { return c.sub.Load() && c.h.cut.Load() }
+
+func (c *halfOpenConn) Write(b []byte) (int, error) {
+	if bytes.Contains(bytes.ToLower(b), []byte("subscribe")) {
+		c.sub.Store(true)
+	}
+	if c.cut() {
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *halfOpenConn) Read(b []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(b)
+		if err != nil || !c.cut() {
+			return n, err
+		}
+	}
+}
+
+// TestHalfOpenSubscriptionIsReplaced: the pub/sub connection goes
+// half-open (writes vanish, nothing arrives, no reset). The loop pings a
+// silent connection every 30 s, but a PING only writes; the missing PONG
+// is never noticed, ReceiveTimeout just times out again and pings again.
+// So the subscription is never replaced: every later wait of this Client
+// lasts until the holder's lease ends instead of ending at the release.
+// go-redis's own channel reconnects when no PONG came within the next
+// health-check period; the test allows two periods and a margin.
+func TestHalfOpenSubscriptionIsReplaced(t *testing.T) {
+	t.Parallel()
+	srv, rdb := newReal(t)
+	h := &halfOpen{}
+	hrdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Dialer: h.dialer})
+	t.Cleanup(func() { _ = hrdb.Close() })
+	waiter := locktest.NewClient(t, hrdb)
+	holder := locktest.NewClient(t, srv.Client(t))
+	ctx := context.Background()
+	const lease = 10 * time.Second
+	// wait has the waiter wait for a held key and returns how long it took
+	// to get it after the release.
+	wait := func(round string) time.Duration {
+		key := "half-open-" + randKey()
+		_, unlock := locktest.MustLock(t, holder, ctx, key, lock.WithLease(lease))
+		done, res := lockAsync(waiter, ctx, key)
+		waitQueued(t, rdb, key, 1)
+		time.Sleep(100 * time.Millisecond) // the waiter's attempt saw the lease
+		if err := unlock(); err != nil {
+			t.Fatal(err)
+		}
+		released := time.Now()
+		within(t, done, lease+5*time.Second, round)
+		if res.err != nil {
+			t.Fatalf("%s: %v", round, res.err)
+		}
+		_ = res.unlock()
+		d := res.at.Sub(released)
+		t.Logf("%s: the waiter got the key %v after the release", round, d)
+		return d
+	}
+	if d := wait("before"); d > time.Second {
+		t.Fatalf("before the cut the waiter got the key only %v after the release", d)
+	}
+	h.cut.Store(true)
+	// Two health-check periods (30 s each), the ping's 1 s bound, a margin.
+	time.Sleep(65 * time.Second)
+	if d := wait("after"); d > 2*time.Second {
+		t.Errorf("65 s after its pub/sub connection went half-open the waiter got the key %v after the release (the holder's lease is %v): the subscription was never replaced", d, lease)
+	}
+}
