@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
@@ -103,4 +104,44 @@ func TestHalfOpenSubscriptionIsReplaced(t *testing.T) {
 	if d := wait("after"); d > 2*time.Second {
 		t.Errorf("65 s after its pub/sub connection went half-open the waiter got the key %v after the release (the holder's lease is %v): the subscription was never replaced", d, lease)
 	}
+}
+
+// TestCloseWhileSubscriptionReconnects: the pub/sub connection is killed
+// and Redis stalls at once, so the receive loop is reconnecting (its new
+// connection's HELLO unanswered, go-redis ReadTimeout -1) when Close is
+// called: Close returns within 1 s and, once the Redis client is closed
+// too, no goroutine is left.
+func TestCloseWhileSubscriptionReconnects(t *testing.T) {
+	srv, admin := newReal(t)
+	before := goleak.IgnoreCurrent()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: -1})
+	c, err := lock.New(rdb, lock.WithDefaultLease(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	key := "close-reconnect-" + randKey()
+	// Held by a Client of no process: none of its goroutines to tell apart.
+	if err := admin.HSet(ctx, "lockkit:{"+key+"}", "o", "ghost:1", "n", 1, "t", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	admin.PExpire(ctx, "lockkit:{"+key+"}", time.Minute)
+	done, _ := lockAsync(c, ctx, key)
+	waitSubscribed(t, admin, key, 1)
+	if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	time.Sleep(300 * time.Millisecond) // the loop saw the EOF and redials
+	took := timed(func() { _ = c.Close() })
+	if took > time.Second {
+		t.Errorf("Close took %v while the subscription reconnected to a stalled Redis", took)
+	}
+	within(t, done, time.Second, "the waiter after Close")
+	_ = rdb.Close()
+	if err := goleak.Find(before); err != nil {
+		t.Errorf("goroutines left after Close and rdb.Close: %v", err)
+	}
+	srv.Resume()
 }
