@@ -16,7 +16,12 @@ import (
 // time: the docs (WithMaxWait, Outcome, docs/observability.md) make that
 // outcome error joined with context.DeadlineExceeded, ginlock's 503. The
 // wait loop calls ended(..., cutOff=false) for a cut-off retry, so it is
-// reported as contention (timeout, 409) or as the caller giving up.
+// reported as contention (timeout, 409) or as the caller giving up, with
+// a message saying the key "is held (lease ends in 499ms)" 1.5 s after
+// that lease ended. ginlock's TestWaitEndingDuringAnsweredRetryIsAConflict
+// wants the opposite for a retry cut off 10 ms into a 15 ms answer: a fix
+// must tell the two apart (here the retry went unanswered for 1.5 s, all
+// of it after the holder's lease ended).
 func TestStallAfterQueuedIsNotContention(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
