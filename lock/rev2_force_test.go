@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
@@ -26,11 +28,7 @@ func TestQuorumForceUnlockNamesMajorityHolder(t *testing.T) {
 	held, unlock := locktest.MustLock(t, c, ctx, "qf")
 	defer func() { _ = unlock() }()
 	// The last node: another owner.
-	last := rdbs[2]
-	if err := last.HSet(ctx, "lockkit:{qf}", "o", "ghost@h:1:1", "n", 1, "t", 1).Err(); err != nil {
-		t.Fatal(err)
-	}
-	last.PExpire(ctx, "lockkit:{qf}", 30*time.Second)
+	holdByGhost(t, rdbs[2].(*redis.Client), "qf", 30*time.Second)
 	info, err := c.Inspect(ctx, "qf")
 	if err != nil || info.Holder.Label != "majority" {
 		t.Fatalf("Inspect: holder %+v, %v; want this Client's hold on the majority", info.Holder, err)

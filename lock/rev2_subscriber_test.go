@@ -121,11 +121,7 @@ func TestCloseWhileSubscriptionReconnects(t *testing.T) {
 	}
 	ctx := context.Background()
 	key := "close-reconnect-" + randKey()
-	// Held by a Client of no process: none of its goroutines to tell apart.
-	if err := admin.HSet(ctx, "lockkit:{"+key+"}", "o", "ghost:1", "n", 1, "t", 1).Err(); err != nil {
-		t.Fatal(err)
-	}
-	admin.PExpire(ctx, "lockkit:{"+key+"}", time.Minute)
+	holdByGhost(t, admin, key, time.Minute) // no goroutines of a holder to tell apart
 	done, _ := lockAsync(c, ctx, key)
 	waitSubscribed(t, admin, key, 1)
 	if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
@@ -164,10 +160,7 @@ func TestSubscriptionAcrossRedisDown(t *testing.T) {
 	waiter := locktest.NewClient(t, wrdb)
 	ctx := context.Background()
 	key := "down-" + randKey()
-	if err := admin.HSet(ctx, "lockkit:{"+key+"}", "o", "ghost:1", "n", 1, "t", 1).Err(); err != nil {
-		t.Fatal(err)
-	}
-	admin.PExpire(ctx, "lockkit:{"+key+"}", 30*time.Second)
+	holdByGhost(t, admin, key, 30*time.Second)
 	done, res := lockAsync(waiter, ctx, key)
 	waitSubscribed(t, admin, key, 1)
 	waitQueued(t, admin, key, 1)
@@ -190,5 +183,19 @@ func TestSubscriptionAcrossRedisDown(t *testing.T) {
 	t.Logf("the waiter got the key %v after Redis was restarted", d)
 	if d > 1500*time.Millisecond {
 		t.Errorf("the waiter got the free key %v after Redis was restarted, want within 1.5 s", d)
+	}
+}
+
+// holdByGhost writes key's lock hash as held by an owner of no process,
+// for lease.
+func holdByGhost(t *testing.T, rdb *redis.Client, key string, lease time.Duration) {
+	t.Helper()
+	base := "lockkit:{" + key + "}"
+	ctx := context.Background()
+	if err := rdb.HSet(ctx, base, "o", "ghost:1", "n", 1, "t", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.PExpire(ctx, base, lease).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
