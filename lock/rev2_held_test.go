@@ -59,3 +59,33 @@ func TestHeldDigestKeysFollowPattern(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldAcceptsRedisGlobs: Held's pattern is documented as a glob as in
+// Redis's SCAN, but checkPattern validates it with path.Match, whose
+// syntax is stricter: a class starting with '-' ("[-_]", common with key
+// names) is refused with ErrInvalid although Redis reads the '-' as a
+// literal, as globMatch does. (Redis also accepts a trailing '\' and an
+// unterminated '['; refusing those is a defensible choice.)
+func TestHeldAcceptsRedisGlobs(t *testing.T) {
+	_, rdb := newReal(t)
+	ctx := context.Background()
+	c := locktest.NewClient(t, rdb)
+	for _, tc := range []struct{ pattern, key string }{
+		{"report[-_]2026", "report-2026"},
+		{"v[-.]1", "v.1"},
+	} {
+		_, unlock := locktest.MustLock(t, c, ctx, tc.key)
+		found := false
+		for info, err := range c.Held(ctx, tc.pattern) {
+			if err != nil {
+				t.Errorf("Held(%q): %v", tc.pattern, err)
+				break
+			}
+			found = found || info.Key == tc.key
+		}
+		if !found {
+			t.Errorf("Held(%q) does not list %q", tc.pattern, tc.key)
+		}
+		_ = unlock()
+	}
+}
