@@ -47,3 +47,35 @@ func TestQuorumForceUnlockNamesMajorityHolder(t *testing.T) {
 		t.Errorf("unlock after the force: %v, want ErrLost", err)
 	}
 }
+
+// TestForceUnlockIfHeldByReentrantHolder: IfHeldBy names a holder that
+// re-entered its hold: the whole hold ends (every level), both unlocks
+// return ErrLost, and the next holder's token is larger.
+func TestForceUnlockIfHeldByReentrantHolder(t *testing.T) {
+	_, rdb := newReal(t)
+	ctx := context.Background()
+	holder := locktest.NewClient(t, rdb, lock.WithDefaultLease(3*time.Second))
+	op := locktest.NewClient(t, rdb)
+	outer, unlockOuter := locktest.MustLock(t, holder, ctx, "reent")
+	inner, unlockInner := locktest.MustLock(t, holder, outer, "reent")
+	info, err := op.Inspect(ctx, "reent")
+	if err != nil || info.HoldCount != 2 {
+		t.Fatalf("Inspect: %+v, %v; want a hold count of 2", info, err)
+	}
+	f, err := op.ForceUnlock(ctx, "reent", lock.IfHeldBy(info.Holder.ID))
+	if err != nil || f.Holder.ID != info.Holder.ID {
+		t.Fatalf("ForceUnlock IfHeldBy the re-entered holder: %+v, %v", f, err)
+	}
+	within(t, inner.Done(), 2*time.Second, "the inner level's end (next renewal)")
+	if err := unlockInner(); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("inner unlock: %v, want ErrLost", err)
+	}
+	if err := unlockOuter(); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("outer unlock: %v, want ErrLost", err)
+	}
+	_, unlock := locktest.MustLock(t, op, ctx, "reent")
+	defer func() { _ = unlock() }()
+	if next, _ := op.Inspect(ctx, "reent"); next.Token <= f.Token {
+		t.Errorf("next token %d, not above the forced holder's %d", next.Token, f.Token)
+	}
+}
