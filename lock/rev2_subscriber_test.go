@@ -199,3 +199,52 @@ func holdByGhost(t *testing.T, rdb *redis.Client, key string, lease time.Duratio
 		t.Fatal(err)
 	}
 }
+
+// TestManyWaitersAcrossPubSubKill: a Client waits for 100 keys on one
+// pub/sub connection; the connection is killed (CLIENT KILL TYPE pubsub)
+// and every holder releases at once, while the loop reconnects. The
+// resubscription's confirmations must wake every waiter: each gets its
+// key within 2 s of the release, not at the holders' 10 s lease end.
+func TestManyWaitersAcrossPubSubKill(t *testing.T) {
+	srv, admin := newReal(t)
+	ctx := context.Background()
+	holder := locktest.NewClient(t, srv.Client(t))
+	waiter := locktest.NewClient(t, srv.Client(t))
+	const n = 100
+	const lease = 10 * time.Second
+	keys := make([]string, n)
+	unlocks := make([]lock.UnlockFunc, n)
+	dones := make([]<-chan struct{}, n)
+	results := make([]*lockResult, n)
+	for i := range keys {
+		keys[i] = "many-kill-" + randKey()
+		_, unlocks[i] = locktest.MustLock(t, holder, ctx, keys[i], lock.WithLease(lease))
+		dones[i], results[i] = lockAsync(waiter, ctx, keys[i])
+	}
+	for _, key := range keys {
+		waitQueued(t, admin, key, 1)
+		waitSubscribed(t, admin, key, 1)
+	}
+	if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	for _, unlock := range unlocks {
+		if err := unlock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var worst time.Duration
+	for i := range keys {
+		within(t, dones[i], lease+5*time.Second, keys[i])
+		if results[i].err != nil {
+			t.Fatalf("%s: %v", keys[i], results[i].err)
+		}
+		worst = max(worst, results[i].at.Sub(released))
+		_ = results[i].unlock()
+	}
+	t.Logf("the last of %d waiters got its key %v after the releases began", n, worst)
+	if worst > 2*time.Second {
+		t.Errorf("a waiter got its key %v after the release, want within 2 s", worst)
+	}
+}
