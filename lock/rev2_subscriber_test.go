@@ -1,0 +1,250 @@
+package lock_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lock"
+)
+
+// halfOpen makes the pub/sub connections it dialled half-open once cut is
+// set: what the client writes is dropped and nothing more reaches it, but
+// the socket stays up, as when the peer vanished without a reset.
+type halfOpen struct{ cut atomic.Bool }
+
+func (h *halfOpen) dialer(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &halfOpenConn{Conn: conn, h: h}, nil
+}
+
+type halfOpenConn struct {
+	net.Conn
+	h   *halfOpen
+	sub atomic.Bool
+}
+
+func (c *halfOpenConn) cut() bool { return c.sub.Load() && c.h.cut.Load() }
+
+func (c *halfOpenConn) Write(b []byte) (int, error) {
+	if bytes.Contains(bytes.ToLower(b), []byte("subscribe")) {
+		c.sub.Store(true)
+	}
+	if c.cut() {
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *halfOpenConn) Read(b []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(b)
+		if err != nil || !c.cut() {
+			return n, err
+		}
+	}
+}
+
+// TestHalfOpenSubscriptionIsReplaced: the pub/sub connection goes
+// half-open (writes vanish, nothing arrives, no reset). The loop pings a
+// silent connection every 30 s, but a PING only writes; the missing PONG
+// is never noticed, ReceiveTimeout just times out again and pings again.
+// So the subscription is never replaced: every later wait of this Client
+// lasts until the holder's lease ends instead of ending at the release.
+// go-redis's own channel reconnects when no PONG came within the next
+// health-check period; the test allows two periods and a margin.
+func TestHalfOpenSubscriptionIsReplaced(t *testing.T) {
+	t.Parallel()
+	srv, rdb := newReal(t)
+	h := &halfOpen{}
+	hrdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Dialer: h.dialer})
+	t.Cleanup(func() { _ = hrdb.Close() })
+	waiter := locktest.NewClient(t, hrdb)
+	holder := locktest.NewClient(t, srv.Client(t))
+	ctx := context.Background()
+	const lease = 10 * time.Second
+	// wait has the waiter wait for a held key and returns how long it took
+	// to get it after the release.
+	wait := func(round string) time.Duration {
+		key := "half-open-" + randKey()
+		_, unlock := locktest.MustLock(t, holder, ctx, key, lock.WithLease(lease))
+		done, res := lockAsync(waiter, ctx, key)
+		waitQueued(t, rdb, key, 1)
+		time.Sleep(100 * time.Millisecond) // the waiter's attempt saw the lease
+		if err := unlock(); err != nil {
+			t.Fatal(err)
+		}
+		released := time.Now()
+		within(t, done, lease+5*time.Second, round)
+		if res.err != nil {
+			t.Fatalf("%s: %v", round, res.err)
+		}
+		_ = res.unlock()
+		d := res.at.Sub(released)
+		t.Logf("%s: the waiter got the key %v after the release", round, d)
+		return d
+	}
+	if d := wait("before"); d > time.Second {
+		t.Fatalf("before the cut the waiter got the key only %v after the release", d)
+	}
+	h.cut.Store(true)
+	// Two health-check periods (30 s each), the ping's 1 s bound, a margin.
+	time.Sleep(65 * time.Second)
+	if d := wait("after"); d > 2*time.Second {
+		t.Errorf("65 s after its pub/sub connection went half-open the waiter got the key %v after the release (the holder's lease is %v): the subscription was never replaced", d, lease)
+	}
+}
+
+// TestCloseWhileSubscriptionReconnects: the pub/sub connection is killed
+// and Redis stalls at once, so the receive loop is reconnecting (its new
+// connection's HELLO unanswered, go-redis ReadTimeout -1) when Close is
+// called: Close returns within 1 s and, once the Redis client is closed
+// too, no goroutine is left.
+func TestCloseWhileSubscriptionReconnects(t *testing.T) {
+	srv, admin := newReal(t)
+	before := goleak.IgnoreCurrent()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: -1})
+	c, err := lock.New(rdb, lock.WithDefaultLease(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	key := "close-reconnect-" + randKey()
+	holdByGhost(t, admin, key, time.Minute) // no goroutines of a holder to tell apart
+	done, _ := lockAsync(c, ctx, key)
+	waitSubscribed(t, admin, key, 1)
+	if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	time.Sleep(300 * time.Millisecond) // the loop saw the EOF and redials
+	took := timed(func() { _ = c.Close() })
+	if took > time.Second {
+		t.Errorf("Close took %v while the subscription reconnected to a stalled Redis", took)
+	}
+	within(t, done, time.Second, "the waiter after Close")
+	_ = rdb.Close()
+	if err := goleak.Find(before); err != nil {
+		t.Errorf("goroutines left after Close and rdb.Close: %v", err)
+	}
+	srv.Resume()
+}
+
+// TestSubscriptionAcrossRedisDown: Redis goes down (2 s) while a waiter
+// waits and comes back empty. While it is down the receive loop redials at
+// most about every 100 ms (no busy loop); once it is back, the
+// resubscription wakes the waiter, which takes the now free key at once
+// rather than at the old holder's lease end.
+func TestSubscriptionAcrossRedisDown(t *testing.T) {
+	srv, admin := newReal(t)
+	var dials atomic.Int64
+	dialer := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	wrdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Dialer: dialer})
+	t.Cleanup(func() { _ = wrdb.Close() })
+	waiter := locktest.NewClient(t, wrdb)
+	ctx := context.Background()
+	key := "down-" + randKey()
+	holdByGhost(t, admin, key, 30*time.Second)
+	done, res := lockAsync(waiter, ctx, key)
+	waitSubscribed(t, admin, key, 1)
+	waitQueued(t, admin, key, 1)
+	srv.Stop()
+	before := dials.Load()
+	time.Sleep(2 * time.Second)
+	n := dials.Load() - before
+	t.Logf("%d dials in 2 s with Redis down", n)
+	if n > 40 {
+		t.Errorf("%d dials in 2 s with Redis down: a busy loop", n)
+	}
+	back := time.Now()
+	srv.Restart()
+	within(t, done, 5*time.Second, "the waiter")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	defer func() { _ = res.unlock() }()
+	d := res.at.Sub(back)
+	t.Logf("the waiter got the key %v after Redis was restarted", d)
+	if d > 1500*time.Millisecond {
+		t.Errorf("the waiter got the free key %v after Redis was restarted, want within 1.5 s", d)
+	}
+}
+
+// holdByGhost writes key's lock hash as held by an owner of no process,
+// for lease.
+func holdByGhost(t *testing.T, rdb *redis.Client, key string, lease time.Duration) {
+	t.Helper()
+	base := "lockkit:{" + key + "}"
+	ctx := context.Background()
+	if err := rdb.HSet(ctx, base, "o", "ghost:1", "n", 1, "t", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.PExpire(ctx, base, lease).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestManyWaitersAcrossPubSubKill: a Client waits for 100 keys on one
+// pub/sub connection; the connection is killed (CLIENT KILL TYPE pubsub)
+// and every holder releases at once, while the loop reconnects. The
+// resubscription's confirmations must wake every waiter: each gets its
+// key within 2 s of the release, not at the holders' 10 s lease end.
+func TestManyWaitersAcrossPubSubKill(t *testing.T) {
+	srv, admin := newReal(t)
+	ctx := context.Background()
+	holder := locktest.NewClient(t, srv.Client(t))
+	waiter := locktest.NewClient(t, srv.Client(t))
+	const n = 100
+	const lease = 10 * time.Second
+	keys := make([]string, n)
+	unlocks := make([]lock.UnlockFunc, n)
+	dones := make([]<-chan struct{}, n)
+	results := make([]*lockResult, n)
+	for i := range keys {
+		keys[i] = "many-kill-" + randKey()
+		_, unlocks[i] = locktest.MustLock(t, holder, ctx, keys[i], lock.WithLease(lease))
+		dones[i], results[i] = lockAsync(waiter, ctx, keys[i])
+	}
+	for _, key := range keys {
+		waitQueued(t, admin, key, 1)
+		waitSubscribed(t, admin, key, 1)
+	}
+	if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	for _, unlock := range unlocks {
+		if err := unlock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var worst time.Duration
+	for i := range keys {
+		within(t, dones[i], lease+5*time.Second, keys[i])
+		if results[i].err != nil {
+			t.Fatalf("%s: %v", keys[i], results[i].err)
+		}
+		worst = max(worst, results[i].at.Sub(released))
+		_ = results[i].unlock()
+	}
+	t.Logf("the last of %d waiters got its key %v after the releases began", n, worst)
+	if worst > 2*time.Second {
+		t.Errorf("a waiter got its key %v after the release, want within 2 s", worst)
+	}
+}
