@@ -8,8 +8,9 @@ import (
 
 // Forced tells what [Client.ForceUnlock] did.
 type Forced struct {
-	// Holder is the owner whose hold was ended, and Token its fencing
-	// token (0 in quorum mode).
+	// Holder is the owner whose hold was ended (in quorum mode, the one
+	// that held most of the nodes), and Token its fencing token (0 in
+	// quorum mode).
 	Holder Owner
 	Token  uint64
 	// HandedTo is the queued waiter the lock went to, with NewToken, when
@@ -106,15 +107,20 @@ func (c *Client) ForceUnlock(ctx context.Context, key string, opts ...ForceOptio
 	}, nil)
 	var f Forced
 	var errs []error
-	ended, free := 0, 0 // nodes where the hold was ended, where none was
-	var other Owner     // the holder IfHeldBy did not name
+	ended, free := 0, 0         // nodes where the hold was ended, where none was
+	var other Owner             // the holder IfHeldBy did not name
+	holders := map[string]int{} // the owners whose hold was ended, with their nodes
 	for _, r := range rs {
 		switch {
 		case r.err != nil:
 			errs = append(errs, redisError(r.err))
 		case len(r.val) >= 3 && r.val[0] == int64(1):
 			ended++
-			f.Holder = ParseOwner(replyStr(r.val[1]))
+			holder := replyStr(r.val[1])
+			holders[holder]++
+			if holders[holder] > holders[f.Holder.ID] { // in quorum mode: the holder of most nodes
+				f.Holder = ParseOwner(holder)
+			}
 			if len(c.nodes) == 1 {
 				f.Token = uint64(replyInt(r.val[2]))
 			}
@@ -129,7 +135,9 @@ func (c *Client) ForceUnlock(ctx context.Context, key string, opts ...ForceOptio
 	}
 	switch {
 	case ended > 0 && ended+free >= c.quorum:
-		c.endOwn(f.Holder.ID)
+		for holder := range holders {
+			c.endOwn(holder)
+		}
 		if len(c.nodes) > 1 {
 			c.wt.released(rk, handOff{}) // this process's waiters try at once
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"path"
 	"strings"
 	"sync"
 
@@ -29,15 +28,16 @@ var tagUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
 // mode every node (each lock is then listed once per node that has it,
 // with Node set). Locks taken or released while the scan runs may or may
 // not be listed. Keys longer than 128 bytes once escaped are stored by
-// their digest: only a pattern that starts with '*' lists them, with Key
-// empty; [Client.Inspect] and [Client.ForceUnlock] take their Name.
+// their digest: only a pattern made of '*'s, such as "*", lists them (their
+// keys are not stored, so no other pattern can tell), with Key empty; [Client.Inspect] and [Client.ForceUnlock] take their Name.
 //
 // The pattern matches the keys as given to [Client.Lock], byte by byte:
 // "a?" lists "a%" and "a{" although Redis stores them escaped.
 //
 // An error wrapping [ErrInvalid] for an empty, oversized or malformed
-// pattern, or [ErrClosed] after Close, is yielded alone. A Redis server
-// (a node in quorum mode, a master of a Cluster) that fails or does not
+// pattern (a '[' without its ']', a trailing '\', a class ending in
+// '-'), or [ErrClosed] after Close, is yielded alone. A Redis server (a
+// node in quorum mode, a master of a Cluster) that fails or does not
 // answer does not hide the others' locks: the scan goes on with the next
 // server, and the failures are yielded, joined, as the last element,
 // after everything the others hold was listed. Every Redis call returns
@@ -50,8 +50,8 @@ func (c *Client) Held(ctx context.Context, pattern string) iter.Seq2[LockInfo, e
 		}
 		match := scanMatch(c.cfg.prefix, pattern)
 		keep := func(key string) bool {
-			if key == "" { // stored by its digest
-				return strings.HasPrefix(pattern, "*")
+			if key == "" { // stored by its digest: only a pattern of '*'s surely matches
+				return strings.Trim(pattern, "*") == ""
 			}
 			return globMatch(pattern, key)
 		}
@@ -85,8 +85,36 @@ func checkPattern(pattern string) error {
 	case len(pattern) > MaxKeyLen:
 		return invalidf("pattern of %d bytes is longer than the maximum %d", len(pattern), MaxKeyLen)
 	}
-	if _, err := path.Match(pattern, ""); err != nil {
-		return invalidf("pattern %q: %v", pattern, err)
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '\\':
+			if i == len(pattern)-1 {
+				return invalidf("pattern %q ends in an escape '\\'", pattern)
+			}
+			i++
+		case '[': // scanned as matchClass and Redis read it
+			j := i + 1
+			if j < len(pattern) && pattern[j] == '^' {
+				j++
+			}
+			for j < len(pattern) && pattern[j] != ']' {
+				switch {
+				case pattern[j] == '\\':
+					j += 2
+				case j+2 < len(pattern) && pattern[j+1] == '-':
+					if pattern[j+2] == ']' { // Redis would read a range up to ']' and go on
+						return invalidf("pattern %q: a class ends in '-' (put the '-' first or escape it)", pattern)
+					}
+					j += 3
+				default:
+					j++
+				}
+			}
+			if j >= len(pattern) {
+				return invalidf("pattern %q has a '[' without its ']'", pattern)
+			}
+			i = j
+		}
 	}
 	return nil
 }

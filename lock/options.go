@@ -168,7 +168,8 @@ func WithFixedLease(d time.Duration) LockOption {
 // WithMaxWait limits how long [Client.Lock] takes, measured from the call,
 // Redis calls included: after d it returns [ErrNotObtained], joined with
 // [context.DeadlineExceeded] when a Redis call was still unanswered (a
-// stalled or unreachable Redis) rather than the key held. For
+// stalled or unreachable Redis) rather than the key held: the first
+// attempt, or a later retry unanswered for 100 ms or more. For
 // [Client.TryLock] it bounds the one attempt the same way. It must be
 // positive. Default: no limit but the context's (and, for each Redis
 // call, the Redis client's timeouts).

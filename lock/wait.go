@@ -63,6 +63,12 @@ func newWaiters(c *Client) *waiters {
 	return w
 }
 
+// unansweredAfter is how long a waiter's retry must have gone unanswered,
+// when the call's deadline or wait limit cut it off, for the call to end as
+// Redis not answering rather than as the key held: a healthy Redis answers
+// a lock script in a few milliseconds.
+const unansweredAfter = 100 * time.Millisecond
+
 // wait blocks until h's key is taken for h's owner or ctx, the call's
 // context (see [Client.callContext]), is done. me is h's waiter in q, the key's
 // queue; confirmed tells whether the subscription was confirmed before
@@ -117,10 +123,12 @@ func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confi
 			retry.Reset(retryAfter(last.remaining))
 			continue
 		}
+		sent := time.Now()
 		res, err := h.attempt(ctx, true)
 		if err != nil && ctx.Err() != nil {
-			// Cut off: the key was held at the last answer.
-			return attemptResult{}, ended(ctx, h.key, last.remaining, false)
+			// Cut off: the key was held at the last answer; but a retry
+			// left unanswered for long is a stalled Redis, not contention.
+			return attemptResult{}, ended(ctx, h.key, last.remaining, time.Since(sent) >= unansweredAfter)
 		}
 		if err != nil || res.ok {
 			return res, err

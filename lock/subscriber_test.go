@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,10 +16,14 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// halfOpen makes the pub/sub connections it dialled half-open once cut is
-// set: what the client writes is dropped and nothing more reaches it, but
-// the socket stays up, as when the peer vanished without a reset.
-type halfOpen struct{ cut atomic.Bool }
+// halfOpen makes the pub/sub connections it dialled half-open when cut
+// is called: what the client writes on them is dropped and nothing more
+// reaches it, but the sockets stay up, as when the peer vanished without a
+// reset. Connections dialled later work.
+type halfOpen struct {
+	mu    sync.Mutex
+	conns []*halfOpenConn
+}
 
 func (h *halfOpen) dialer(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
@@ -26,16 +31,28 @@ func (h *halfOpen) dialer(ctx context.Context, network, addr string) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
-	return &halfOpenConn{Conn: conn, h: h}, nil
+	c := &halfOpenConn{Conn: conn}
+	h.mu.Lock()
+	h.conns = append(h.conns, c)
+	h.mu.Unlock()
+	return c, nil
+}
+
+// cut makes the connections dialled so far half-open.
+func (h *halfOpen) cut() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.conns {
+		c.dead.Store(true)
+	}
 }
 
 type halfOpenConn struct {
 	net.Conn
-	h   *halfOpen
-	sub atomic.Bool
+	sub, dead atomic.Bool
 }
 
-func (c *halfOpenConn) cut() bool { return c.sub.Load() && c.h.cut.Load() }
+func (c *halfOpenConn) cut() bool { return c.sub.Load() && c.dead.Load() }
 
 func (c *halfOpenConn) Write(b []byte) (int, error) {
 	if bytes.Contains(bytes.ToLower(b), []byte("subscribe")) {
@@ -57,13 +74,10 @@ func (c *halfOpenConn) Read(b []byte) (int, error) {
 }
 
 // TestHalfOpenSubscriptionIsReplaced: the pub/sub connection goes
-// half-open (writes vanish, nothing arrives, no reset). The loop pings a
-// silent connection every 30 s, but a PING only writes; the missing PONG
-// is never noticed, ReceiveTimeout just times out again and pings again.
-// So the subscription is never replaced: every later wait of this Client
-// lasts until the holder's lease ends instead of ending at the release.
-// go-redis's own channel reconnects when no PONG came within the next
-// health-check period; the test allows two periods and a margin.
+// half-open (writes vanish, nothing arrives, no reset). The receive loop
+// pings a connection silent for 5 s and replaces it when nothing answers
+// within 1 s, so a wait that begins two periods later ends at the
+// release, not at the end of the holder's lease.
 func TestHalfOpenSubscriptionIsReplaced(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
@@ -98,11 +112,11 @@ func TestHalfOpenSubscriptionIsReplaced(t *testing.T) {
 	if d := wait("before"); d > time.Second {
 		t.Fatalf("before the cut the waiter got the key only %v after the release", d)
 	}
-	h.cut.Store(true)
-	// Two health-check periods (30 s each), the ping's 1 s bound, a margin.
-	time.Sleep(65 * time.Second)
+	h.cut()
+	// Two health-check periods (5 s each), the ping's 1 s bound, a margin.
+	time.Sleep(13 * time.Second)
 	if d := wait("after"); d > 2*time.Second {
-		t.Errorf("65 s after its pub/sub connection went half-open the waiter got the key %v after the release (the holder's lease is %v): the subscription was never replaced", d, lease)
+		t.Errorf("13 s after its pub/sub connection went half-open the waiter got the key %v after the release (the holder's lease is %v): the subscription was never replaced", d, lease)
 	}
 }
 
