@@ -9,24 +9,27 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/lockkit/lockkit/lock"
 )
 
-// acquireErrorType runs one Lock on locker under a deadline d from now and
-// returns the outcome and the error.type of its lock.acquire span, "" when
-// it has none.
-func acquireErrorType(t *testing.T, tel *telemetry, d time.Duration, lockIt func(ctx context.Context) error) (string, string) {
+// wantErrorType runs one call (locker's Lock or TryLock) of key
+// "orders:42" under a deadline d from now, which must fail, and checks the
+// outcome and the error.type ("" for none) of its lock.acquire span.
+func wantErrorType(t *testing.T, tel *telemetry, d time.Duration, call func(context.Context, string, ...lock.LockOption) (context.Context, lock.UnlockFunc, error), outcome, errorType string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	if err := lockIt(ctx); err == nil {
-		t.Fatal("Lock succeeded")
+	if _, _, err := call(ctx, "orders:42"); err == nil {
+		t.Fatal("the call succeeded")
 	}
 	s := tel.only(t, "lock.acquire")
-	outcome := attr(t, s, aAcquireOutcome).AsString()
-	if !hasAttr(s, aErrorType) {
-		return outcome, ""
+	got, et := attr(t, s, aAcquireOutcome).AsString(), ""
+	if hasAttr(s, aErrorType) {
+		et = attr(t, s, aErrorType).AsString()
 	}
-	return outcome, attr(t, s, aErrorType).AsString()
+	if got != outcome || et != errorType {
+		t.Errorf("outcome %q, error.type %q; want %q, %q", got, et, outcome, errorType)
+	}
 }
 
 // TestErrorTypesOfRealFailures: against a
@@ -39,13 +42,7 @@ func TestErrorTypesOfRealFailures(t *testing.T) {
 		tel := newTelemetry(t)
 		locker := tel.locker(t, rdb)
 		_ = rdb.Close()
-		outcome, et := acquireErrorType(t, tel, 3*time.Second, func(ctx context.Context) error {
-			_, _, err := locker.Lock(ctx, "orders:42")
-			return err
-		})
-		if outcome != "error" || et != "redis.ErrClosed" {
-			t.Errorf("outcome %q, error.type %q; want error, redis.ErrClosed", outcome, et)
-		}
+		wantErrorType(t, tel, 3*time.Second, locker.Lock, "error", "redis.ErrClosed")
 	})
 	t.Run("OOM", func(t *testing.T) {
 		srv := redistest.Start(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
@@ -59,13 +56,7 @@ func TestErrorTypesOfRealFailures(t *testing.T) {
 		}
 		tel := newTelemetry(t)
 		locker := tel.locker(t, rdb)
-		outcome, et := acquireErrorType(t, tel, 3*time.Second, func(ctx context.Context) error {
-			_, _, err := locker.Lock(ctx, "orders:42")
-			return err
-		})
-		if outcome != "error" || et != "OOM" {
-			t.Errorf("outcome %q, error.type %q; want error, OOM", outcome, et)
-		}
+		wantErrorType(t, tel, 3*time.Second, locker.Lock, "error", "OOM")
 	})
 	t.Run("Redis stalled, read timeout", func(t *testing.T) {
 		srv := redistest.Start(t)
@@ -78,13 +69,7 @@ func TestErrorTypesOfRealFailures(t *testing.T) {
 		}
 		srv.Pause()
 		defer srv.Resume()
-		outcome, et := acquireErrorType(t, tel, 3*time.Second, func(ctx context.Context) error {
-			_, _, err := locker.TryLock(ctx, "orders:42")
-			return err
-		})
-		if outcome != "error" || et != "timeout" {
-			t.Errorf("outcome %q, error.type %q; want error, timeout", outcome, et)
-		}
+		wantErrorType(t, tel, 3*time.Second, locker.TryLock, "error", "timeout")
 	})
 	t.Run("pool exhausted", func(t *testing.T) {
 		srv := redistest.Start(t)
@@ -101,13 +86,7 @@ func TestErrorTypesOfRealFailures(t *testing.T) {
 				t.Fatal("BLPOP did not take the connection within 1 s")
 			}
 		}
-		outcome, et := acquireErrorType(t, tel, 3*time.Second, func(ctx context.Context) error {
-			_, _, err := locker.TryLock(ctx, "orders:42")
-			return err
-		})
-		if outcome != "error" || et != "redis.ErrPoolTimeout" {
-			t.Errorf("outcome %q, error.type %q; want error, redis.ErrPoolTimeout", outcome, et)
-		}
+		wantErrorType(t, tel, 3*time.Second, locker.TryLock, "error", "redis.ErrPoolTimeout")
 	})
 	// docs/observability.md: a call whose deadline passed while a Redis
 	// command was unanswered is outcome error with error.type
@@ -124,12 +103,6 @@ func TestErrorTypesOfRealFailures(t *testing.T) {
 		}
 		srv.Pause()
 		defer srv.Resume()
-		outcome, et := acquireErrorType(t, tel, 300*time.Millisecond, func(ctx context.Context) error {
-			_, _, err := locker.TryLock(ctx, "orders:42")
-			return err
-		})
-		if outcome != "error" || et != "context.DeadlineExceeded" {
-			t.Errorf("TryLock during a Redis stall: outcome %q, error.type %q; want error, context.DeadlineExceeded", outcome, et)
-		}
+		wantErrorType(t, tel, 300*time.Millisecond, locker.TryLock, "error", "context.DeadlineExceeded")
 	})
 }
