@@ -41,7 +41,10 @@ type hold struct {
 	// Script arguments, boxed once: the owner, the lease and the linger
 	// time in ms (see linger).
 	ownerArg, leaseArg, lingerArg any
-	handed                        atomic.Bool // the key was handed over, with the claim window's TTL, and the holder has yet to confirm // the key was handed over with the claim window's TTL, not yet renewed to the lease
+	handed                        atomic.Bool // the key was handed over, with the claim window's TTL, and the holder has yet to confirm
+	// releasing is set before the owner's final release is sent (see
+	// lateGrant).
+	releasing atomic.Bool
 
 	// mayHold tells that an attempt that did not succeed may have taken
 	// the key on some node (a minority, too late, or cut off): if the call
@@ -135,9 +138,14 @@ func (h *hold) validity() time.Duration {
 // attempt joins the key's wait queue.
 func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	c := h.c
+	h.releasing.Store(false) // a minority released after a failed attempt is taken again
 	sent := time.Now()
 	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
-		return nd.acquire(ctx, h, 1, wait)
+		v, err := nd.acquire(ctx, h, 1, wait)
+		if err == nil && v[0] == 1 {
+			h.lateGrant(ctx, nd)
+		}
+		return v, err
 	}, func(v []int64) bool { return v[0] == 1 })
 	var v votes
 	var token uint64
@@ -179,6 +187,20 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 		return attemptResult{}, fmt.Errorf("lock: acquire %q: %w", h.key, c.failure(v))
 	}
 	return attemptResult{remaining: c.retryDelay(heldFor, c.cfg.nodeTimeoutFor(h.lease)), reserved: reserved, sent: sent, redisAt: redisAt, position: position}, nil
+}
+
+// lateGrant releases the key on nd, which just gave it to h's owner, when
+// the owner's final release was already under way: in quorum mode a call
+// returns at the majority's answer and the other nodes' commands go on in
+// the background, so the release, sent on another connection, may have
+// reached nd first; nd would then keep the key for a whole lease, for an
+// owner long gone, and with two such nodes no one could get a majority.
+func (h *hold) lateGrant(ctx context.Context, nd *node) {
+	if len(h.c.nodes) > 1 && h.releasing.Load() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		_, _ = nd.release(rctx, h, 0)
+	}
 }
 
 // handedOff turns a hand-off of the key to h's owner into a successful
@@ -424,6 +446,9 @@ func (h *hold) release(ctx context.Context, n int) error {
 // handed to as soon as Redis answers: it need not wait for the message.
 func (h *hold) releaseVotes(ctx context.Context, n int) votes {
 	c := h.c
+	if n == 0 {
+		h.releasing.Store(true)
+	}
 	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
 		r, err := nd.release(ctx, h, n)
 		if err == nil && r.ok && n == 0 && len(c.nodes) == 1 {

@@ -263,6 +263,9 @@ const (
 // releaseAll releases every hold of holds to count 0 in one pipeline,
 // best effort (Close).
 func (nd *node) releaseAll(ctx context.Context, holds []*hold) {
+	for _, h := range holds {
+		h.releasing.Store(true)
+	}
 	nd.pipelined(ctx, len(holds), func(i int) (script, []string, []any) {
 		h := holds[i]
 		return releaseScript, h.rk.keys(), []any{h.ownerArg, 0, h.c.claimArg, nd.publish, h.lingerArg}
