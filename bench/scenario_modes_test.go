@@ -88,13 +88,16 @@ func TestModesCountOneRoundTripPerNodeAndCall(t *testing.T) {
 	// one of the cluster's, every one of a quorum. A quorum call returns at
 	// the majority's answer, so the last node's connection may still be
 	// busy when the next call comes: now and then a new connection is
-	// dialled (its handshake counts), up to 3% more.
+	// dialled (its handshake counts), up to 3% more. And a node that gives
+	// the key only after the unlock's release was sent releases it again:
+	// at most one round trip more per node a call does not wait for.
 	want := map[string]float64{
 		lockModes[0].name: 2,
 		lockModes[1].name: 2,
 		lockModes[2].name: 6,
 		lockModes[3].name: 10,
 	}
+	late := map[string]float64{lockModes[2].name: 1, lockModes[3].name: 2}
 	if len(lockModes) != len(want) {
 		t.Fatalf("%d modes, %d expectations: update this test", len(lockModes), len(want))
 	}
@@ -104,7 +107,7 @@ func TestModesCountOneRoundTripPerNodeAndCall(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", m.name, err)
 		}
-		if got := f[colRoundTrips]; got < want[m.name]-0.05 || got > want[m.name]*1.03 {
+		if got := f[colRoundTrips]; got < want[m.name]-0.05 || got > want[m.name]*1.03+late[m.name] {
 			t.Errorf("%s: %.2f round trips/pair, want %.0f", m.name, got, want[m.name])
 		}
 		if f[colPairsPerSec] <= 0 || f["lock50"] <= 0 || f["unlock99"] < f["unlock50"] {
