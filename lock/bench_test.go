@@ -20,7 +20,11 @@ func BenchmarkLockUnlockLabelled(b *testing.B) {
 
 func benchLockUnlock(b *testing.B, opts ...lock.Option) {
 	_, rdb := newReal(b)
-	c := locktest.NewClient(b, rdb, opts...)
+	lockUnlockLoop(b, locktest.NewClient(b, rdb, opts...))
+}
+
+// lockUnlockLoop locks and unlocks key "bench" with c, b.N times.
+func lockUnlockLoop(b *testing.B, c lock.Locker) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

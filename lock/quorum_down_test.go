@@ -74,17 +74,7 @@ func BenchmarkQuorum(b *testing.B) {
 				srvs[1].Pause()
 				defer srvs[1].Resume()
 			}
-			ctx := context.Background()
-			b.ReportAllocs()
-			for b.Loop() {
-				_, unlock, err := c.Lock(ctx, "bench")
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := unlock(); err != nil {
-					b.Fatal(err)
-				}
-			}
+			lockUnlockLoop(b, c)
 		})
 	}
 }
