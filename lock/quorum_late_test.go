@@ -1,6 +1,7 @@
 package lock_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -12,26 +13,28 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lock"
 )
 
-// lagProxy forwards connections to a Redis server. Once lag is called,
-// what clients send on the connections made before it reaches the server
-// d late; later connections are not slowed.
-type lagProxy struct {
+// holdBackProxy forwards connections to a Redis server and holds back the
+// first command that names a given key for a while, so that commands sent
+// after it on other connections reach the server first.
+type holdBackProxy struct {
 	ln     net.Listener
+	key    []byte
+	d      time.Duration
+	seen   chan struct{} // closed when the command to hold back is read
 	mu     sync.Mutex
-	conns  int           // connections accepted
-	slowed int           // the first slowed of them
-	d      time.Duration // their lag
+	heldAt time.Time // when it went on to the server
 }
 
-func startLagProxy(t *testing.T, target string) *lagProxy {
+func startHoldBackProxy(t *testing.T, target, key string, d time.Duration) *holdBackProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &lagProxy{ln: ln}
+	p := &holdBackProxy{ln: ln, key: []byte(key), d: d, seen: make(chan struct{})}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
 	wg.Add(1)
@@ -47,33 +50,29 @@ func startLagProxy(t *testing.T, target string) *lagProxy {
 				_ = client.Close()
 				continue
 			}
-			p.mu.Lock()
-			p.conns++
-			n := p.conns
-			p.mu.Unlock()
 			wg.Add(2)
 			go func() { defer wg.Done(); _, _ = io.Copy(client, server); _ = client.Close() }()
-			go func() { defer wg.Done(); p.forward(n, client, server) }()
+			go func() { defer wg.Done(); p.forward(client, server) }()
 		}
 	}()
 	return p
 }
 
-// forward copies what the n-th client sends to the server, late when n
-// was accepted before lag was called.
-func (p *lagProxy) forward(n int, client, server net.Conn) {
+// forward copies what a client sends to the server, holding back the
+// first command that names the key. (A command comes in one read: they
+// are small, and a client sends the next only after the reply.)
+func (p *holdBackProxy) forward(client, server net.Conn) {
 	defer server.Close()
 	buf := make([]byte, 64<<10)
 	for {
 		k, err := client.Read(buf)
-		if k > 0 {
+		if k > 0 && bytes.Contains(buf[:k], p.key) && p.first() {
+			time.Sleep(p.d)
 			p.mu.Lock()
-			d := p.d
-			if n > p.slowed {
-				d = 0
-			}
+			p.heldAt = time.Now()
 			p.mu.Unlock()
-			time.Sleep(d)
+		}
+		if k > 0 {
 			if _, err := server.Write(buf[:k]); err != nil {
 				return
 			}
@@ -84,59 +83,99 @@ func (p *lagProxy) forward(n int, client, server net.Conn) {
 	}
 }
 
-// lag slows the connections accepted so far by d.
-func (p *lagProxy) lag(d time.Duration) {
+// first reports whether this is the first command naming the key.
+func (p *holdBackProxy) first() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.slowed, p.d = p.conns, d
+	select {
+	case <-p.seen:
+		return false
+	default:
+		close(p.seen)
+		return true
+	}
+}
+
+// held is when the held-back command went on to the server.
+func (p *holdBackProxy) held() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.heldAt
 }
 
 // TestQuorumLateGrantIsReleased: in quorum mode Lock returns at the
-// majority's answer while the last node's command is still on its way.
-// An unlock right after reaches that node first (on another connection);
-// the node then gives the key to the owner that already let go. It must
-// not keep it for a whole lease: with two such nodes no one could get a
-// majority until the leases end. (When the slow node's command was not
-// sent before Lock returned, it is not sent at all and nothing is late:
-// the test tries again, up to 5 times.)
+// majority's answer while the last node's command may still be on its
+// way. The unlock right after reaches that node first (on another
+// connection), or is not sent there at all when the majority answers
+// before it is on the wire; the node then gives the key to an owner that
+// already let go. It must not keep it for a whole lease: with two such
+// nodes no one could get a majority until the leases end.
 func TestQuorumLateGrantIsReleased(t *testing.T) {
 	t.Parallel() // its own servers
 	srvs, clients := quorumOf(t, 3)
 	ctx := context.Background()
-	for try := range 5 {
-		rdbs := clients()
-		proxy := startLagProxy(t, srvs[2].Addr)
-		slow := redis.NewClient(&redis.Options{Addr: proxy.ln.Addr().String()})
-		t.Cleanup(func() { _ = slow.Close() })
-		rdbs[2] = slow
-		c := newQuorum(t, rdbs) // node timeout 200 ms: the slow node still answers
-		// The scripts loaded on every node, and one idle connection to
-		// the slow node: the one the lock's command will take.
-		_, warm := locktest.MustLock(t, c, ctx, "warm")
-		if err := warm(); err != nil {
+	// The scripts cached on every node: a command that finds a script
+	// missing after Lock returned is not sent again, and nothing would be
+	// late.
+	for _, s := range srvs {
+		single, err := lock.New(s.Client(t))
+		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Millisecond) // the warm-up's own late commands are done
-		proxy.lag(100 * time.Millisecond)
-		key := "late" + strconv.Itoa(try)
-		_, unlock := locktest.MustLock(t, c, ctx, key)
+		_, unlock := locktest.MustLock(t, single, ctx, "warm")
 		if err := unlock(); err != nil {
 			t.Fatal(err)
 		}
-		// The slow node runs the lock's command 100 ms late, after the
-		// release; once it has, its hash (kept 1 s after a release) tells
-		// what happened.
-		time.Sleep(500 * time.Millisecond)
-		n, err := srvs[2].Client(t).HGet(ctx, "lockkit:{"+key+"}", "n").Result()
-		switch {
-		case err == redis.Nil:
-			continue // no late command: try again
-		case err != nil:
-			t.Fatal(err)
-		case n != "0":
-			t.Fatalf("the slow node keeps the key it gave after the unlock (hold count %s), for an owner that let go", n)
-		}
-		return // granted late, then released
+		_ = single.Close()
 	}
-	t.Fatal("in 5 tries the slow node never gave the key late: the test did not make what it checks")
+	direct := srvs[2].Client(t)
+	for try := range 5 {
+		key := "late" + strconv.Itoa(try)
+		hashKey := "lockkit:{" + key + "}"
+		proxy := startHoldBackProxy(t, srvs[2].Addr, hashKey, 200*time.Millisecond)
+		rdbs := clients()
+		slow := redis.NewClient(&redis.Options{Addr: proxy.ln.Addr().String(), MinIdleConns: 2})
+		t.Cleanup(func() { _ = slow.Close() })
+		for slow.PoolStats().IdleConns < 2 { // no dial between Lock's return and its command
+			time.Sleep(time.Millisecond)
+		}
+		rdbs[2] = slow
+		// A node timeout far above the hold-back, so that the slow node's
+		// late answer is read even on a slow machine.
+		c := newQuorum(t, rdbs, lock.WithNodeTimeout(2*time.Second))
+		_, unlock := locktest.MustLock(t, c, ctx, key)
+		select {
+		case <-proxy.seen:
+		case <-time.After(time.Second):
+			// The majority answered before the slow node's command was
+			// on the wire: it was not sent. Try again.
+			_ = unlock()
+			continue
+		}
+		unlocking := time.Now()
+		if err := unlock(); err != nil {
+			t.Fatal(err)
+		}
+		// Once the owner released what the slow node gave it, the hash
+		// (kept 1 s after a release) has a hold count of 0; a count above
+		// 0 stays for the whole lease.
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			n, err := direct.HGet(ctx, hashKey, "n").Result()
+			if err != nil && err != redis.Nil {
+				t.Fatal(err)
+			}
+			if n == "0" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("3 s after the unlock the slow node keeps the key (hold count %q) for an owner that let go", n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if held := proxy.held(); held.After(unlocking) {
+			return // the slow node gave the key after the unlock began
+		}
+	}
+	t.Fatal("in 5 tries the slow node never gave the key after the unlock began: the test did not make what it checks")
 }
