@@ -57,8 +57,7 @@ type hold struct {
 	levels     []*level      // live levels, outermost first
 	end        error         // nil while held; then errDone, ErrLost or ErrClosed
 	loss       Loss          // why, when end is ErrLost
-	validUntil time.Time
-	timer      *time.Timer // ends the hold with ErrLost at validUntil
+	validUntil time.Time // the watchdog ends the hold with ErrLost then
 }
 
 // A level is one successful Lock or TryLock call: one hold count.
@@ -248,10 +247,8 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.validUntil = res.sent.Add(res.ttl - h.c.cfg.driftFor(res.ttl))
-	h.timer = time.AfterFunc(time.Until(h.validUntil), h.expire)
 	h.handed.Store(res.handed)
-	if !h.c.wd.add(h, res.sent) {
-		h.timer.Stop()
+	if !h.c.wd.add(h, res.sent, h.validUntil) {
 		h.end = ErrClosed
 		h.c.jan.abandon(h, true, 0) // released before Close returns, if Redis answers
 		return nil, ErrClosed
@@ -310,7 +307,7 @@ func (h *hold) enter(ctx context.Context, cl *call, via *level) (*level, error) 
 }
 
 // checkValidityLocked ends the hold with ErrLost when its validity has run
-// out, in case the timer that does so has not fired yet.
+// out, in case the watchdog has not ended it yet.
 func (h *hold) checkValidityLocked() {
 	if h.end == nil && !time.Now().Before(h.validUntil) {
 		h.loseLocked(LossNotRenewed)
@@ -552,7 +549,6 @@ func (h *hold) endLocked(cause error) {
 		return
 	}
 	h.end = cause
-	h.timer.Stop()
 	h.c.wd.remove(h)
 	if cause != errDone {
 		h.c.wt.released(h.rk, handOff{}) // an unlock wakes them once Redis released
@@ -567,14 +563,9 @@ func (h *hold) endLocked(cause error) {
 func (h *hold) expire() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.end != nil {
-		return
+	if h.end == nil && !time.Now().Before(h.validUntil) { // else a renewal raced the watchdog
+		h.loseLocked(LossNotRenewed)
 	}
-	if d := time.Until(h.validUntil); d > 0 {
-		h.timer.Reset(d) // a renewal raced the timer
-		return
-	}
-	h.loseLocked(LossNotRenewed)
 }
 
 // renewed records a watchdog renewal sent at sent: alive tells whether
@@ -591,10 +582,10 @@ func (h *hold) renewed(sent time.Time, alive bool) (lost bool) {
 	}
 	h.handed.Store(false)
 	// A confirmation that arrives after the validity it would extend proves
-	// nothing (the timer may just not have fired yet).
+	// nothing (the watchdog may just not have ended the hold yet).
 	if until := sent.Add(h.validity()); until.After(h.validUntil) && time.Now().Before(until) {
 		h.validUntil = until
-		h.timer.Reset(time.Until(until))
+		h.c.wd.extended(h, until)
 	}
 	return false
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // watchdog is the one renewal loop of a Client. It also keeps the registry
-// of live holds, so Close can end them.
+// of live holds, so Close can end them, and ends each hold whose validity
+// runs out before a renewal extends it: one timer serves every hold.
 //
 // The loop never waits for Redis: it sends each batch of due leases from a
 // goroutine of its own (one per master on Redis Cluster) and moves on, so
@@ -18,23 +19,30 @@ import (
 type watchdog struct {
 	c      *Client
 	mu     sync.Mutex
-	holds  map[*hold]time.Time // live hold -> next renewal (zero: none)
+	holds  map[*hold]schedule // live holds
 	closed bool
 	wake   *time.Timer // runs the loop at wakeAt
 	wakeAt time.Time   // zero: wake is not armed
 }
 
+// schedule is what the watchdog does next for a hold: renew its lease at
+// renew and, unless a renewal extends it first, end it with ErrLost at
+// valid, when its validity runs out. A zero time means nothing to do.
+type schedule struct {
+	renew, valid time.Time
+}
+
 func newWatchdog(c *Client) *watchdog {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &watchdog{c: c, holds: make(map[*hold]time.Time), wake: t}
+	return &watchdog{c: c, holds: make(map[*hold]schedule), wake: t}
 }
 
 // armLocked makes the loop run at at, unless it runs sooner already. It
-// only resets a timer, so taking a lock does not wake the watchdog
-// goroutine.
+// only resets a timer, and seldom: a new hold is due after those taken
+// before it with the same lease.
 func (w *watchdog) armLocked(at time.Time) {
-	if w.wakeAt.IsZero() || at.Before(w.wakeAt) {
+	if !at.IsZero() && (w.wakeAt.IsZero() || at.Before(w.wakeAt)) {
 		w.wakeAt = at
 		w.wake.Reset(time.Until(at))
 	}
@@ -50,23 +58,40 @@ func interval(h *hold) time.Duration {
 	return h.lease / 3
 }
 
-// add registers a hold whose lease was set at sent. It reports false when
-// the Client is closed.
-func (w *watchdog) add(h *hold, sent time.Time) bool {
+// add registers a hold whose lease was set at sent and whose validity
+// ends at valid. It reports false when the Client is closed.
+func (w *watchdog) add(h *hold, sent, valid time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return false
 	}
-	var at time.Time
+	s := schedule{valid: valid}
 	if !h.fixed {
-		at = sent.Add(interval(h))
+		s.renew = sent.Add(interval(h))
 	}
-	w.holds[h] = at
-	if !at.IsZero() {
-		w.armLocked(at)
-	}
+	w.holds[h] = s
+	w.armLocked(s.first())
 	return true
+}
+
+// first is the earlier of the schedule's times that are set.
+func (s schedule) first() time.Time {
+	if s.renew.IsZero() || (!s.valid.IsZero() && s.valid.Before(s.renew)) {
+		return s.valid
+	}
+	return s.renew
+}
+
+// extended moves the end of h's validity to valid, after a renewal.
+func (w *watchdog) extended(h *hold, valid time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s, ok := w.holds[h]; ok {
+		s.valid = valid
+		w.holds[h] = s
+		w.armLocked(valid)
+	}
 }
 
 func (w *watchdog) remove(h *hold) {
@@ -100,44 +125,53 @@ func (w *watchdog) run() {
 			return
 		case <-w.wake.C:
 		}
-		if batch := w.due(time.Now()); len(batch) > 0 {
+		batch, expired := w.due(time.Now())
+		if len(batch) > 0 {
 			w.c.tasks.run(func() { w.renew(batch) })
+		}
+		if len(expired) > 0 {
+			w.c.tasks.run(func() {
+				for _, h := range expired {
+					h.expire()
+				}
+			})
 		}
 	}
 }
 
-// due returns the holds to renew now and arms the loop for the next ones.
-// A lease due within an eighth of its interval is renewed with the batch,
-// so holds taken at different moments share round trips. Each hold in the
-// batch is due again a quarter of an interval later unless its renewal is
-// confirmed before. Holds whose outermost caller's context is done are no
-// longer renewed.
-func (w *watchdog) due(now time.Time) []*hold {
+// due returns the holds to renew now and those whose validity has run
+// out, and arms the loop for the next ones. A lease due within an eighth
+// of its interval is renewed with the batch, so holds taken at different
+// moments share round trips. Each hold in the batch is due again a quarter
+// of an interval later unless its renewal is confirmed before. Holds whose
+// outermost caller's context is done are no longer renewed; their
+// validity still ends.
+func (w *watchdog) due(now time.Time) (batch, expired []*hold) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var batch []*hold
-	next := time.Hour
-	for h, at := range w.holds {
-		if at.IsZero() {
-			continue
+	var next time.Time
+	for h, s := range w.holds {
+		if !s.valid.IsZero() && !now.Before(s.valid) {
+			expired = append(expired, h)
+			s.valid = time.Time{} // set again if a renewal extends it meanwhile
 		}
-		if h.parent.Err() != nil {
-			w.holds[h] = time.Time{}
-			continue
+		if !s.renew.IsZero() && h.parent.Err() != nil {
+			s.renew = time.Time{}
 		}
-		d := at.Sub(now)
-		if d <= interval(h)/8 {
+		if !s.renew.IsZero() && s.renew.Sub(now) <= interval(h)/8 {
 			batch = append(batch, h)
-			w.holds[h] = now.Add(interval(h) / 4)
-			d = interval(h) / 4
+			s.renew = now.Add(interval(h) / 4)
 		}
-		next = min(next, d)
+		w.holds[h] = s
+		if at := s.first(); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
 	}
 	w.wakeAt = time.Time{}
-	if next < time.Hour {
-		w.armLocked(now.Add(next))
+	if !next.IsZero() {
+		w.armLocked(next)
 	}
-	return batch
+	return batch, expired
 }
 
 // renew extends the leases of batch: one goroutine per group of leases
@@ -222,8 +256,9 @@ func (w *watchdog) renewGroup(batch []*hold) {
 func (w *watchdog) scheduled(h *hold, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if old, ok := w.holds[h]; ok && !old.IsZero() && old.Before(at) {
-		w.holds[h] = at
+	if s, ok := w.holds[h]; ok && !s.renew.IsZero() && s.renew.Before(at) {
+		s.renew = at
+		w.holds[h] = s
 		w.armLocked(at)
 	}
 }

@@ -102,6 +102,35 @@ func TestFixedLeaseExpires(t *testing.T) {
 	}
 }
 
+// One timer of the watchdog ends every hold whose validity runs out: a
+// short fixed lease taken after a long renewed one ends on time, though
+// the watchdog had planned its next wake-up for the long one's renewal,
+// and the long one goes on.
+func TestShortLeaseEndsAmongLongerOnes(t *testing.T) {
+	_, rdb := newReal(t)
+	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(30*time.Second))
+	ctx := context.Background()
+	long, unlockLong := locktest.MustLock(t, c, ctx, "long")
+	short, unlockShort := locktest.MustLock(t, c, ctx, "short", lock.WithFixedLease(300*time.Millisecond))
+	d := within(t, short.Done(), 2*time.Second, "end of a 300 ms fixed lease")
+	if cause := context.Cause(short); cause != lock.ErrLost {
+		t.Fatalf("cause = %v, want ErrLost", cause)
+	}
+	if d < 200*time.Millisecond {
+		t.Fatalf("a 300 ms fixed lease ended after %v, before its validity", d)
+	}
+	if long.Err() != nil || !lock.Held(long, "long") {
+		t.Fatalf("the long hold ended with it: %v", context.Cause(long))
+	}
+	if err := unlockShort(); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("unlock of the ended hold = %v, want ErrLost", err)
+	}
+	if err := unlockLong(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("300 ms fixed lease ended %v after Lock returned", d)
+}
+
 func TestParentDoneStopsRenewal(t *testing.T) {
 	_, rdb := newReal(t)
 	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(500*time.Millisecond))
