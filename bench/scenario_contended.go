@@ -37,7 +37,7 @@ func contended(workers int, hold time.Duration, perWorker bool) scenario {
 		column{"handoff50", "handoff p50 (ms)", 2},
 		column{"handoff99", "handoff p99 (ms)", 2},
 		column{colJain, "Jain", 3},
-		column{"cpu", "Redis CPU/acq (µs)", 1},
+		column{colRedisCPU, "Redis CPU/acq (µs)", 1},
 		column{"rt", "round trips/acq", 2},
 		column{colLost, "locks lost", 0},
 	)
@@ -141,7 +141,7 @@ func runContended(ctx context.Context, e *env, lib library, t *table, workers in
 		"handoff50":  millis(percentile(handoffs, 0.50)),
 		"handoff99":  millis(percentile(handoffs, 0.99)),
 		colJain:      jain(perWorkerAcqs),
-		"cpu":        after.since(before).cpu / acqs * 1e6,
+		colRedisCPU:  after.since(before).cpu / acqs * 1e6,
 		"rt":         float64(wire.roundTrips) / acqs,
 		colLost:      lost.count(),
 	}, nil

@@ -16,7 +16,7 @@ func manyKeys(workers, keys int) scenario {
 		"Each worker locks and unlocks a key drawn at random, again and again. Locks lost: releases that found the lock gone.",
 		column{colAcqPerSec, "acq/s", 0},
 		column{"wait99", "wait p99 (ms)", 2},
-		column{"cpu", "Redis CPU/acq (µs)", 1},
+		column{colRedisCPU, "Redis CPU/acq (µs)", 1},
 		column{"rt", "round trips/acq", 2},
 		column{colLost, "locks lost", 0},
 	)
@@ -89,7 +89,7 @@ func runManyKeys(ctx context.Context, e *env, lib library, t *table, workers, ke
 	return figures{
 		colAcqPerSec: acqs / elapsed.Seconds(),
 		"wait99":     millis(percentile(all, 0.99)),
-		"cpu":        after.since(before).cpu / acqs * 1e6,
+		colRedisCPU:  after.since(before).cpu / acqs * 1e6,
 		"rt":         float64(wire.roundTrips) / acqs,
 		colLost:      lost.count(),
 	}, nil

@@ -11,6 +11,7 @@ const (
 	colRoundTrips    = "round trips/pair"
 	colCommands      = "commands/pair"
 	colRedisCommands = "redis commands/pair"
+	colRedisCPU      = "cpu"
 	colAllocs        = "allocs"
 )
 
@@ -20,8 +21,9 @@ func uncontended(cfg config) scenario {
 	t := newTable("1. Uncontended: one worker, sequential lock + unlock",
 		"Round trips and commands are counted on the client's socket; Redis commands come from INFO commandstats "+
 			"and include those run inside scripts (the list below each table, from the last round). "+
+			"Redis CPU is INFO cpu's, per pair: its work on the commands, scripts and sockets. "+
 			"Allocations are the whole process's, per pair.",
-		pairColumns(column{colRedisCommands, "Redis commands/pair", 2})...,
+		pairColumns(column{colRedisCommands, "Redis commands/pair", 2}, column{colRedisCPU, "Redis CPU/pair (µs)", 1})...,
 	)
 	return scenario{table: t, run: func(ctx context.Context, e *env, lib library) (figures, error) {
 		return runUncontended(ctx, e, lib, t)
@@ -50,6 +52,7 @@ func runUncontended(ctx context.Context, e *env, lib library, t *table) (f figur
 	redis := after.since(before)
 	t.detail[lib.name] = "Redis commands per pair: " + redis.breakdown(pairs)
 	f[colRedisCommands] = float64(redis.commands()) / pairs
+	f[colRedisCPU] = redis.cpu / pairs * 1e6
 	return f, nil
 }
 
