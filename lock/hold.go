@@ -57,7 +57,7 @@ type hold struct {
 	levels     []*level      // live levels, outermost first
 	end        error         // nil while held; then errDone, ErrLost or ErrClosed
 	loss       Loss          // why, when end is ErrLost
-	validUntil time.Time // the watchdog ends the hold with ErrLost then
+	validUntil time.Time     // the watchdog ends the hold with ErrLost then
 }
 
 // A level is one successful Lock or TryLock call: one hold count.
