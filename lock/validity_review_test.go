@@ -475,3 +475,99 @@ func TestReviewQuorumStallEndsHolds(t *testing.T) {
 		}
 	})
 }
+
+// latency is a go-redis hook that delays every command and pipeline by d
+// before sending it, as a distant Redis would; a context that ends first
+// fails the call.
+type latency struct{ d time.Duration }
+
+func (l latency) wait(ctx context.Context) error {
+	t := time.NewTimer(l.d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l latency) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (l latency) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := l.wait(ctx); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (l latency) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := l.wait(ctx); err != nil {
+			for _, cmd := range cmds {
+				cmd.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A 1 s lease on a Redis that answers in 120 ms is renewed: a renewal
+// takes an eighth of the lease, and three are tried before the validity
+// ends. It must stay so when the same Client also keeps taking holds of a
+// 150 ms lease, which that latency does not let live (each is lost at its
+// validity and taken again): their renewals must not take the long
+// lease's renewals down with them.
+func TestReviewShortLeasesDoNotStarveLongLease(t *testing.T) {
+	srv, _ := newReal(t)
+	rdb := srv.Client(t)
+	rdb.AddHook(latency{120 * time.Millisecond})
+	rec := newEndRecorder()
+	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
+	ctx := context.Background()
+	const lease = time.Second
+	watch := func(what string) {
+		t.Helper()
+		key := "long-" + what
+		lctx, unlock := locktest.MustLock(t, c, ctx, key, lock.WithLease(lease))
+		select {
+		case <-lctx.Done():
+			e, _ := rec.end(key)
+			t.Errorf("%s: a %v lease on a Redis answering in 120 ms was lost: %v (%v)", what, lease, context.Cause(lctx), e.rel.Loss)
+		case <-time.After(3 * lease):
+		}
+		_ = unlock()
+	}
+	watch("alone") // the control: the latency alone does not lose it
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				lctx, unlock, err := c.Lock(ctx, fmt.Sprintf("short-%d", i), lock.WithLease(150*time.Millisecond))
+				if err != nil {
+					continue
+				}
+				select {
+				case <-lctx.Done():
+				case <-stop:
+				}
+				_ = unlock()
+			}
+		}()
+		time.Sleep(40 * time.Millisecond) // their schedules apart
+	}
+	watch("among-short")
+	close(stop)
+	wg.Wait()
+}
