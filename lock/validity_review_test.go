@@ -571,3 +571,35 @@ func TestReviewShortLeasesDoNotStarveLongLease(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// A re-entered hold ends at its validity with every level: the re-entry
+// neither registers a second schedule nor moves the validity.
+func TestReviewReentrantHoldEndsAtValidity(t *testing.T) {
+	_, rdb := newReal(t)
+	rec := newEndRecorder()
+	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
+	const lease = 250 * time.Millisecond
+	start := time.Now()
+	outer, unlockOuter := locktest.MustLock(t, c, context.Background(), "re", lock.WithFixedLease(lease))
+	last := time.Now().Add(validityOf(lease))
+	inner, unlockInner := locktest.MustLock(t, c, outer, "re")
+	within(t, inner.Done(), lease+lateBound, "end of the re-entered level")
+	e, ok := rec.end("re")
+	switch {
+	case !ok:
+		t.Fatal("no end reported for the outermost level")
+	case e.at.Before(start.Add(validityOf(lease))) || e.at.After(last.Add(lateBound)):
+		t.Errorf("ended %v after the validity", e.at.Sub(last))
+	}
+	for _, ctx := range []context.Context{outer, inner} {
+		if cause := context.Cause(ctx); cause != lock.ErrLost || lock.Held(ctx, "re") {
+			t.Errorf("level ended with %v, Held %v; want ErrLost, false", cause, lock.Held(ctx, "re"))
+		}
+	}
+	if err := unlockInner(); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("inner unlock = %v, want ErrLost", err)
+	}
+	if err := unlockOuter(); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("outer unlock = %v, want ErrLost", err)
+	}
+}
