@@ -315,8 +315,8 @@ func (h *holdBackRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) r
 
 // A renewal confirmed just before the validity ends keeps the hold, even
 // though the watchdog's timer is set for that validity: the renewal sent
-// a third of a 300 ms lease after the acquisition is held back until a
-// few ms before the earliest moment its validity could end. A run counts
+// a third of a 300 ms lease after the acquisition is held back until
+// 0.5 to 10 ms before the earliest moment its validity could end. A run counts
 // when the watchdog reported the confirmed renewal before that moment (so
 // it extended the validity first); the hold must then go on.
 func TestReviewRenewalJustBeforeValidityKeepsHold(t *testing.T) {
@@ -330,7 +330,8 @@ func TestReviewRenewalJustBeforeValidityKeepsHold(t *testing.T) {
 		rdb.AddHook(hook)
 		rec := newEndRecorder()
 		c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
-		margin := time.Duration(1+i%8) * 500 * time.Microsecond
+		margin := []time.Duration{500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond,
+			4 * time.Millisecond, 6 * time.Millisecond, 8 * time.Millisecond, 10 * time.Millisecond}[i%8]
 		start := time.Now()
 		validFrom := start.Add(validityOf(lease)) // the validity ends no sooner
 		hook.set(validFrom.Add(-margin))
