@@ -143,7 +143,9 @@ func (w *watchdog) run() {
 // out, and arms the loop for the next ones. A lease due within an eighth
 // of its interval is renewed with the batch, so holds taken at different
 // moments share round trips. Each hold in the batch is due again a quarter
-// of an interval later unless its renewal is confirmed before. Holds whose
+// of an interval later unless its renewal is confirmed before. A hold
+// whose validity has run out is not renewed with the others: the batch
+// waits for Redis no longer than its first validity. Holds whose
 // outermost caller's context is done are no longer renewed; their
 // validity still ends.
 func (w *watchdog) due(now time.Time) (batch, expired []*hold) {
@@ -151,7 +153,8 @@ func (w *watchdog) due(now time.Time) (batch, expired []*hold) {
 	defer w.mu.Unlock()
 	var next time.Time
 	for h, s := range w.holds {
-		if !s.valid.IsZero() && !now.Before(s.valid) {
+		ending := !s.valid.IsZero() && !now.Before(s.valid)
+		if ending {
 			expired = append(expired, h)
 			s.valid = time.Time{} // set again if a renewal extends it meanwhile
 		}
@@ -159,7 +162,10 @@ func (w *watchdog) due(now time.Time) (batch, expired []*hold) {
 			s.renew = time.Time{}
 		}
 		if !s.renew.IsZero() && s.renew.Sub(now) <= interval(h)/8 {
-			batch = append(batch, h)
+			// An ending hold's validity would end the batch's wait at once.
+			if !ending {
+				batch = append(batch, h)
+			}
 			s.renew = now.Add(interval(h) / 4)
 		}
 		w.holds[h] = s

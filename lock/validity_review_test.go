@@ -1,0 +1,606 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lock"
+)
+
+// Tests of the watchdog's one timer that ends holds whose validity runs
+// out (issue 16): holds of many leases end on time, a renewal confirmed
+// just before the validity keeps the hold, and unlocks and Close racing
+// the timer leave nothing behind.
+
+// lateBound is how long after its validity a hold may still be live: the
+// watchdog's timer, the task that ends the hold and the race detector on
+// a shared machine, measured at a few ms; generous.
+const lateBound = 150 * time.Millisecond
+
+// endRecorder is an Observer that notes when each outermost hold ended,
+// and when each renewal batch was reported.
+type endRecorder struct {
+	mu       sync.Mutex
+	ends     map[string]holdEnd
+	renewals []renewalAt
+}
+
+type holdEnd struct {
+	at  time.Time
+	rel lock.Release
+}
+
+type renewalAt struct {
+	at time.Time
+	rn lock.Renewal
+}
+
+func newEndRecorder() *endRecorder { return &endRecorder{ends: make(map[string]holdEnd)} }
+
+func (r *endRecorder) Background(ctx context.Context) context.Context { return ctx }
+func (r *endRecorder) AcquireStarted(ctx context.Context, a lock.Acquire) context.Context {
+	return ctx
+}
+func (r *endRecorder) AcquireWaiting(context.Context, lock.Acquire) {}
+func (r *endRecorder) AcquireEnded(_ context.Context, _ lock.Acquire, held context.Context) context.Context {
+	return held
+}
+
+func (r *endRecorder) Released(_ context.Context, rel lock.Release) {
+	if rel.Reentrant {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.ends[rel.Key]; !ok {
+		r.ends[rel.Key] = holdEnd{at: time.Now(), rel: rel}
+	}
+}
+
+func (r *endRecorder) Renewed(rn lock.Renewal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.renewals = append(r.renewals, renewalAt{at: time.Now(), rn: rn})
+}
+
+func (r *endRecorder) end(key string) (holdEnd, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.ends[key]
+	return e, ok
+}
+
+// firstConfirmed returns when the first renewal batch reported after t
+// without an error was reported.
+func (r *endRecorder) firstConfirmed(after time.Time) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, x := range r.renewals {
+		if x.at.After(after) && x.rn.Err == nil && x.rn.Lost == 0 {
+			return x.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// validityOf is the validity a lease of d gives from the moment its
+// command was sent: d less the default drift allowance (1% + 2 ms).
+func validityOf(d time.Duration) time.Duration { return d - d/100 - 2*time.Millisecond }
+
+// expectation is a hold and the window in which it must end by validity.
+type expectation struct {
+	key            string
+	ctx            context.Context
+	unlock         lock.UnlockFunc
+	earliest, last time.Time // zero earliest: no lower bound
+}
+
+// checkEnds waits for every expectation's hold to end and checks it ended
+// by validity, with ErrLost (LossNotRenewed), inside its window. Then it
+// resumes Redis with resume, if not nil (an unlock of a lost hold still
+// tries to release the key, up to a second), and checks each unlock
+// returns ErrLost.
+func checkEnds(t *testing.T, rec *endRecorder, exps []expectation, resume func()) {
+	t.Helper()
+	for _, e := range exps {
+		for !time.Now().After(e.last.Add(lateBound)) {
+			if _, ok := rec.end(e.key); ok {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		got, ok := rec.end(e.key)
+		switch {
+		case !ok:
+			t.Errorf("%s: still live %v after its validity ended (Held %v)", e.key, time.Since(e.last), lock.Held(e.ctx, e.key))
+			continue
+		case got.rel.Cause != lock.ErrLost || got.rel.Loss != lock.LossNotRenewed:
+			t.Errorf("%s: ended with %v (%v), want ErrLost (not_renewed)", e.key, got.rel.Cause, got.rel.Loss)
+		case got.at.After(e.last.Add(lateBound)):
+			t.Errorf("%s: ended %v after its validity", e.key, got.at.Sub(e.last))
+		case !e.earliest.IsZero() && got.at.Before(e.earliest):
+			t.Errorf("%s: ended %v before its validity could have", e.key, e.earliest.Sub(got.at))
+		}
+		if lock.Held(e.ctx, e.key) {
+			t.Errorf("%s: Held after it ended", e.key)
+		}
+		t.Logf("%s: ended %v after its latest possible validity", e.key, got.at.Sub(e.last))
+	}
+	if resume != nil {
+		resume()
+	}
+	for _, e := range exps {
+		if err := e.unlock(); !errors.Is(err, lock.ErrLost) {
+			t.Errorf("%s: unlock = %v, want ErrLost", e.key, err)
+		}
+	}
+}
+
+// Holds of many leases, taken short after long and long after short,
+// fixed ones, renewed ones whose caller's context ends (renewals stop) and
+// one handed off (its first validity is the claim window, 1 s, though its
+// lease is 3 s) each end within a bound of their own validity, while the
+// long ones go on.
+func TestReviewMixedHoldsEndAtTheirValidity(t *testing.T) {
+	srv, rdb := newReal(t)
+	rec := newEndRecorder()
+	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(30*time.Second), lock.WithObserver(rec))
+	ctx := context.Background()
+	var exps []expectation
+	fixed := func(key string, d time.Duration) {
+		start := time.Now()
+		lctx, unlock := locktest.MustLock(t, c, ctx, key, lock.WithFixedLease(d))
+		exps = append(exps, expectation{key: key, ctx: lctx, unlock: unlock,
+			earliest: start.Add(validityOf(d)), last: time.Now().Add(validityOf(d))})
+	}
+	renewedUntilCancel := func(key string, d time.Duration) {
+		pctx, cancel := context.WithCancel(ctx)
+		lctx, unlock := locktest.MustLock(t, c, pctx, key, lock.WithLease(d))
+		cancel() // renewals stop; the last one was sent before now
+		exps = append(exps, expectation{key: key, ctx: lctx, unlock: unlock, last: time.Now().Add(validityOf(d))})
+	}
+	long1, unlock1 := locktest.MustLock(t, c, ctx, "long1")
+	fixed("fixed-600", 600*time.Millisecond)
+	fixed("fixed-150", 150*time.Millisecond)
+	renewedUntilCancel("renewed-250", 250*time.Millisecond)
+	long2, unlock2 := locktest.MustLock(t, c, ctx, "long2", lock.WithLease(2*time.Second))
+	fixed("fixed-400", 400*time.Millisecond)
+	fixed("fixed-100", 100*time.Millisecond)
+	renewedUntilCancel("renewed-700", 700*time.Millisecond)
+
+	// The hand-off: another Client holds the key, ours waits with a 3 s
+	// lease and gets it from the release script.
+	other := locktest.NewClient(t, srv.Client(t))
+	_, unlockOther := locktest.MustLock(t, other, ctx, "handed")
+	pctx, cancel := context.WithCancel(ctx)
+	done, res := lockAsync(c, pctx, "handed", lock.WithLease(3*time.Second))
+	time.Sleep(50 * time.Millisecond) // queued behind other's hold (a wait, not a timing assertion)
+	if err := unlockOther(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, done, 2*time.Second, "hand-off")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	cancel()
+	exps = append(exps, expectation{key: "handed", ctx: res.ctx, unlock: res.unlock, last: res.at.Add(validityOf(time.Second))})
+
+	checkEnds(t, rec, exps, nil)
+	for _, l := range []struct {
+		ctx    context.Context
+		key    string
+		unlock lock.UnlockFunc
+	}{{long1, "long1", unlock1}, {long2, "long2", unlock2}} {
+		if l.ctx.Err() != nil || !lock.Held(l.ctx, l.key) {
+			t.Errorf("%s ended among the short ones: %v", l.key, context.Cause(l.ctx))
+		}
+		if err := l.unlock(); err != nil {
+			t.Errorf("unlock %s: %v", l.key, err)
+		}
+	}
+}
+
+// When Redis stalls (SIGSTOP), renewals fail: every hold, renewed or
+// fixed, of leases from 300 ms to 1.2 s taken in random order, ends by
+// its validity, none much later and none before its last renewal's
+// validity could have ended.
+func TestReviewStallEndsEveryHoldByValidity(t *testing.T) {
+	t.Parallel() // long and independent: its own server
+	srv, rdb := newReal(t)
+	rec := newEndRecorder()
+	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
+	ctx := context.Background()
+	type spec struct {
+		lease time.Duration
+		fixed bool
+	}
+	var specs []spec
+	for _, d := range []time.Duration{300, 500, 800, 1200} {
+		for range 5 {
+			specs = append(specs, spec{d * time.Millisecond, false})
+		}
+		specs = append(specs, spec{d * time.Millisecond, true})
+	}
+	rand.Shuffle(len(specs), func(i, j int) { specs[i], specs[j] = specs[j], specs[i] })
+	type taken struct {
+		spec
+		key         string
+		ctx         context.Context
+		unlock      lock.UnlockFunc
+		start, done time.Time
+	}
+	var holds []taken
+	for i, s := range specs {
+		key := fmt.Sprintf("stall-%d-%v-%v", i, s.lease, s.fixed)
+		opt := lock.WithLease(s.lease)
+		if s.fixed {
+			opt = lock.WithFixedLease(s.lease)
+		}
+		start := time.Now()
+		lctx, unlock := locktest.MustLock(t, c, ctx, key, opt)
+		holds = append(holds, taken{s, key, lctx, unlock, start, time.Now()})
+		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // spread the schedules
+	}
+	time.Sleep(250 * time.Millisecond) // some renewals confirmed
+	paused := time.Now()
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	var exps []expectation
+	for _, h := range holds {
+		e := expectation{key: h.key, ctx: h.ctx, unlock: h.unlock}
+		v := validityOf(h.lease)
+		switch {
+		case h.fixed:
+			e.earliest, e.last = h.start.Add(v), h.done.Add(v)
+		case h.ctx.Err() != nil:
+			t.Errorf("%s ended before the stall: %v", h.key, context.Cause(h.ctx))
+			continue
+		default:
+			// The last renewal confirmed was sent before the stall, and at
+			// most an interval (a third of the lease) and a round trip
+			// before it, unless that was the acquisition itself.
+			e.earliest = maxTime(h.start, paused.Add(-h.lease/3-50*time.Millisecond)).Add(v)
+			e.last = paused.Add(v)
+		}
+		exps = append(exps, e)
+	}
+	checkEnds(t, rec, exps, srv.Resume)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// holdBackRenewals is a go-redis hook that holds every renewal pipeline of
+// one lock hash until a set moment, then lets it through.
+type holdBackRenewals struct {
+	key   string
+	mu    sync.Mutex
+	until time.Time
+}
+
+func (h *holdBackRenewals) set(until time.Time) {
+	h.mu.Lock()
+	h.until = until
+	h.mu.Unlock()
+}
+
+func (h *holdBackRenewals) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *holdBackRenewals) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *holdBackRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if args := cmd.Args(); len(args) > 3 && args[3] == h.key {
+				h.mu.Lock()
+				until := h.until
+				h.mu.Unlock()
+				time.Sleep(time.Until(until))
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A renewal confirmed just before the validity ends keeps the hold, even
+// though the watchdog's timer is set for that validity: the renewal sent
+// a third of a 300 ms lease after the acquisition is held back until
+// 0.5 to 10 ms before the earliest moment its validity could end. A run counts
+// when the watchdog reported the confirmed renewal before that moment (so
+// it extended the validity first); the hold must then go on.
+func TestReviewRenewalJustBeforeValidityKeepsHold(t *testing.T) {
+	srv, _ := newReal(t)
+	const lease = 300 * time.Millisecond
+	conclusive := 0
+	for i := range 16 {
+		key := fmt.Sprintf("edge-%d", i)
+		rdb := srv.Client(t)
+		hook := &holdBackRenewals{key: "lockkit:{" + key + "}"}
+		rdb.AddHook(hook)
+		rec := newEndRecorder()
+		c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
+		margin := []time.Duration{500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond,
+			4 * time.Millisecond, 6 * time.Millisecond, 8 * time.Millisecond, 10 * time.Millisecond}[i%8]
+		start := time.Now()
+		validFrom := start.Add(validityOf(lease)) // the validity ends no sooner
+		hook.set(validFrom.Add(-margin))
+		lctx, unlock := locktest.MustLock(t, c, context.Background(), key, lock.WithLease(lease))
+		time.Sleep(time.Until(validFrom.Add(lease))) // the old validity, then a further lease
+		confirmed, ok := rec.firstConfirmed(start)
+		e, ended := rec.end(key)
+		switch {
+		case !ok:
+			t.Logf("margin %v: no renewal confirmed", margin)
+		case !confirmed.Before(validFrom):
+			t.Logf("margin %v: renewal reported %v after the validity could end: inconclusive (ended: %v)", margin, confirmed.Sub(validFrom), ended)
+		default:
+			conclusive++
+			if ended {
+				t.Errorf("margin %v: renewal confirmed %v before the validity, yet the hold ended %v after it with %v (%v)",
+					margin, validFrom.Sub(confirmed), e.at.Sub(validFrom), e.rel.Cause, e.rel.Loss)
+			} else if !lock.Held(lctx, key) {
+				t.Errorf("margin %v: not Held after a renewal confirmed in time", margin)
+			}
+		}
+		if ended {
+			_ = unlock()
+		} else if err := unlock(); err != nil {
+			t.Errorf("unlock: %v", err)
+		}
+		_ = c.Close()
+	}
+	if conclusive < 4 {
+		t.Fatalf("only %d of 16 runs confirmed the renewal before the validity: the test measured nothing", conclusive)
+	}
+	t.Logf("%d of 16 runs confirmed the renewal in the last few ms of the validity", conclusive)
+}
+
+// Unlocks racing the end of short fixed and renewed leases, and Close
+// racing both, on miniredis (the validity is the client's own clock):
+// every call returns a documented error, every context ends with a
+// documented cause, nothing panics, and goleak (TestMain) finds no
+// goroutine left.
+func TestReviewUnlockAndCloseRaceExpiry(t *testing.T) {
+	_, rdb := locktest.Mini(t)
+	for round := range 30 {
+		c, err := lock.New(rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		var ctxs []context.Context
+		for i := range 24 {
+			key := fmt.Sprintf("race-%d-%d", round, i)
+			opt := lock.WithFixedLease(lock.MinLease + time.Duration(i%5)*time.Millisecond)
+			if i%2 == 1 {
+				opt = lock.WithLease(lock.MinLease + time.Duration(i%5)*time.Millisecond)
+			}
+			lctx, unlock, err := c.Lock(context.Background(), key, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctxs = append(ctxs, lctx)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
+				errs <- unlock()
+			}()
+		}
+		closed := make(chan time.Duration, 1)
+		if round%2 == 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(15+rand.IntN(10)) * time.Millisecond)
+				start := time.Now()
+				_ = c.Close()
+				closed <- time.Since(start)
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil && !errors.Is(err, lock.ErrLost) && !errors.Is(err, lock.ErrClosed) {
+				t.Errorf("unlock = %v, want nil, ErrLost or ErrClosed", err)
+			}
+		}
+		for _, ctx := range ctxs {
+			if cause := context.Cause(ctx); cause != context.Canceled && cause != lock.ErrLost && cause != lock.ErrClosed {
+				t.Errorf("hold context ended with %v", cause)
+			}
+		}
+		select {
+		case d := <-closed:
+			if d > time.Second {
+				t.Errorf("Close took %v", d)
+			}
+		default:
+			_ = c.Close()
+		}
+	}
+}
+
+// In quorum mode over 3 servers, when 2 stall renewals cannot get a
+// majority: every hold ends by its validity.
+func TestReviewQuorumStallEndsHolds(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
+	srvs, clients := quorumOf(t, 3)
+	rec := newEndRecorder()
+	c := newQuorum(t, clients(), lock.WithObserver(rec))
+	ctx := context.Background()
+	type taken struct {
+		key         string
+		lease       time.Duration
+		ctx         context.Context
+		unlock      lock.UnlockFunc
+		start, done time.Time
+	}
+	var holds []taken
+	for i, d := range []time.Duration{1200, 400, 800, 600, 1000} {
+		key := fmt.Sprintf("q-%d", i)
+		lease := d * time.Millisecond
+		start := time.Now()
+		lctx, unlock := locktest.MustLock(t, c, ctx, key, lock.WithLease(lease))
+		holds = append(holds, taken{key, lease, lctx, unlock, start, time.Now()})
+	}
+	time.Sleep(200 * time.Millisecond)
+	paused := time.Now()
+	for _, s := range srvs[1:] {
+		s.Pause()
+		t.Cleanup(s.Resume)
+	}
+	var exps []expectation
+	for _, h := range holds {
+		if h.ctx.Err() != nil {
+			t.Errorf("%s ended before the stall: %v", h.key, context.Cause(h.ctx))
+			continue
+		}
+		exps = append(exps, expectation{key: h.key, ctx: h.ctx, unlock: h.unlock, last: paused.Add(validityOf(h.lease))})
+	}
+	checkEnds(t, rec, exps, func() {
+		for _, s := range srvs[1:] {
+			s.Resume()
+		}
+	})
+}
+
+// latency is a go-redis hook that delays every command and pipeline by d
+// before sending it, as a distant Redis would; a context that ends first
+// fails the call.
+type latency struct{ d time.Duration }
+
+func (l latency) wait(ctx context.Context) error {
+	t := time.NewTimer(l.d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l latency) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (l latency) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := l.wait(ctx); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+func (l latency) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := l.wait(ctx); err != nil {
+			for _, cmd := range cmds {
+				cmd.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A 1 s lease on a Redis that answers in 120 ms is renewed: a renewal
+// takes an eighth of the lease, and three are tried before the validity
+// ends. It must stay so when the same Client also keeps taking holds of a
+// 150 ms lease, which that latency does not let live (each is lost at its
+// validity and taken again): their renewals must not take the long
+// lease's renewals down with them.
+func TestReviewShortLeasesDoNotStarveLongLease(t *testing.T) {
+	srv, _ := newReal(t)
+	rdb := srv.Client(t)
+	rdb.AddHook(latency{120 * time.Millisecond})
+	rec := newEndRecorder()
+	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
+	ctx := context.Background()
+	const lease = time.Second
+	watch := func(what string) {
+		t.Helper()
+		key := "long-" + what
+		lctx, unlock := locktest.MustLock(t, c, ctx, key, lock.WithLease(lease))
+		select {
+		case <-lctx.Done():
+			e, _ := rec.end(key)
+			t.Errorf("%s: a %v lease on a Redis answering in 120 ms was lost: %v (%v)", what, lease, context.Cause(lctx), e.rel.Loss)
+		case <-time.After(3 * lease):
+		}
+		_ = unlock()
+	}
+	watch("alone") // the control: the latency alone does not lose it
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				lctx, unlock, err := c.Lock(ctx, fmt.Sprintf("short-%d", i), lock.WithLease(150*time.Millisecond))
+				if err != nil {
+					continue
+				}
+				select {
+				case <-lctx.Done():
+				case <-stop:
+				}
+				_ = unlock()
+			}
+		}()
+		time.Sleep(40 * time.Millisecond) // their schedules apart
+	}
+	watch("among-short")
+	close(stop)
+	wg.Wait()
+}
+
+// A re-entered hold ends at its validity with every level: the re-entry
+// neither registers a second schedule nor moves the validity.
+func TestReviewReentrantHoldEndsAtValidity(t *testing.T) {
+	_, rdb := newReal(t)
+	rec := newEndRecorder()
+	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
+	const lease = 250 * time.Millisecond
+	start := time.Now()
+	outer, unlockOuter := locktest.MustLock(t, c, context.Background(), "re", lock.WithFixedLease(lease))
+	last := time.Now().Add(validityOf(lease))
+	inner, unlockInner := locktest.MustLock(t, c, outer, "re")
+	within(t, inner.Done(), lease+lateBound, "end of the re-entered level")
+	e, ok := rec.end("re")
+	switch {
+	case !ok:
+		t.Fatal("no end reported for the outermost level")
+	case e.at.Before(start.Add(validityOf(lease))) || e.at.After(last.Add(lateBound)):
+		t.Errorf("ended %v after the validity", e.at.Sub(last))
+	}
+	for _, ctx := range []context.Context{outer, inner} {
+		if cause := context.Cause(ctx); cause != lock.ErrLost || lock.Held(ctx, "re") {
+			t.Errorf("level ended with %v, Held %v; want ErrLost, false", cause, lock.Held(ctx, "re"))
+		}
+	}
+	if err := unlockInner(); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("inner unlock = %v, want ErrLost", err)
+	}
+	if err := unlockOuter(); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("outer unlock = %v, want ErrLost", err)
+	}
+}
