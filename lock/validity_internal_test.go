@@ -10,10 +10,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// reviewHolds returns a Client on miniredis and the holds of two keys it
+// twoHolds returns a Client on miniredis and the holds of two keys it
 // took with a one-minute lease, so that the watchdog's own loop leaves
 // them alone for the test's few milliseconds.
-func reviewHolds(t *testing.T) (*Client, *hold, *hold) {
+func twoHolds(t *testing.T) (*Client, *hold, *hold) {
 	t.Helper()
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
@@ -54,8 +54,8 @@ func runOut(c *Client, h *hold, now time.Time) {
 // lease's renewal fails without reaching Redis. Before the shared timer,
 // the expired hold's own timer had removed it from the watchdog before
 // that wake-up. A hold that is ending must not be renewed with others.
-func TestReviewExpiringHoldDoesNotFailItsBatch(t *testing.T) {
-	c, a, b := reviewHolds(t)
+func TestExpiringHoldDoesNotFailItsBatch(t *testing.T) {
+	c, a, b := twoHolds(t)
 	now := time.Now()
 	runOut(c, a, now)
 	c.wd.mu.Lock()
@@ -92,8 +92,8 @@ func TestReviewExpiringHoldDoesNotFailItsBatch(t *testing.T) {
 // A renewal confirmed after the watchdog found the validity over, but
 // before the hold was ended, keeps the hold: the watchdog schedules its
 // new validity, and ends it then if nothing extends it again.
-func TestReviewRenewalBetweenDueAndExpire(t *testing.T) {
-	c, a, _ := reviewHolds(t)
+func TestRenewalBetweenDueAndExpire(t *testing.T) {
+	c, a, _ := twoHolds(t)
 	now := time.Now()
 	runOut(c, a, now)
 	_, expired := c.wd.due(now)
