@@ -39,15 +39,15 @@ func startSentinel(t *testing.T, r *faultRun) []lockRedis {
 
 // injectFailovers asks the Sentinel for a failover while worker 0 is
 // inside its long section, and for another one back once the first
-// ended and the long section is over, as soon as a section is under way,
-// unless the workers finished. A failover lasts until the
+// ended and the long section is over, as soon as another section is under
+// way, unless the workers finished. A failover lasts until the
 // promoted replica has the old primary as its replica, online: until
 // then a write of a lock has no replica to confirm it
 // (lock.WithReplicaAck).
 func injectFailovers(t *testing.T, r *faultRun) {
 	long := r.awaitLong(t)
 	r.failover(t, r.srv, r.replica)
-	if r.sleep(max(200*time.Millisecond, time.Duration(long.Enter+int64(r.long)-now()))) && r.awaitHeld(t, r.replica) {
+	if r.sleep(max(200*time.Millisecond, time.Duration(long.Enter+int64(r.long)-now()))) && r.awaitHeld(t, r.replica, strconv.FormatUint(long.Token, 10)) {
 		r.failover(t, r.replica, r.srv)
 	}
 }

@@ -234,7 +234,7 @@ func injectRestarts(n int) func(*testing.T, *faultRun) {
 		r.awaitLong(t)
 		r.restartDelayed(t)
 		for range n - 1 {
-			if !r.sleep(200*time.Millisecond) || !r.awaitHeld(t, r.srv) {
+			if !r.sleep(200*time.Millisecond) || !r.awaitHeld(t, r.srv, "") {
 				return
 			}
 			r.restartDelayed(t)

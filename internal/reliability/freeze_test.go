@@ -16,7 +16,7 @@ import (
 func injectRedisFrozen(t *testing.T, r *faultRun) {
 	r.awaitLong(t)
 	more := r.freezeRedis(r.lease * 3 / 2)
-	for more && r.sleep(200*time.Millisecond) && r.awaitHeld(t, r.srv) {
+	for more && r.sleep(200*time.Millisecond) && r.awaitHeld(t, r.srv, "") {
 		more = r.freezeRedis(300 * time.Millisecond)
 	}
 }
