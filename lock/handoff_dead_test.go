@@ -62,13 +62,25 @@ func TestLeaveHandOffKeepsTTL(t *testing.T) {
 	}
 	rdb.PExpire(ctx, name, 30*time.Second)
 
-	w := locktest.NewClient(t, rdb)
+	wrdb := srv.Client(t)
+	sc := &scriptCounter{}
+	wrdb.AddHook(sc)
+	w := locktest.NewClient(t, wrdb)
+	_, unlockWarm := locktest.MustLock(t, w, ctx, "warm") // the scripts cached: one command per attempt
+	if err := unlockWarm(); err != nil {
+		t.Fatal(err)
+	}
+	warm := sc.N()
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := w.Lock(wctx, "stuck")
 		done <- err
 	}()
+	// The waiter queued with its first attempt and, once subscribed, made
+	// one more: it is idle now until the holder's lease would end, so no
+	// attempt of its takes the key once the hash is gone.
+	awaitScripts(t, sc, warm+2)
 	waitQueued(t, rdb, "stuck", 1)
 	// A waiter behind it whose process died a moment ago: its deadline
 	// (the lease left plus the claim window) is still ahead.

@@ -97,7 +97,8 @@ func TestWaitersOfManyClientsTakeTurnsInArrivalOrder(t *testing.T) {
 	}
 }
 
-// scriptCounter counts the scripts a Redis client runs (EVALSHA, EVAL).
+// scriptCounter counts the scripts a Redis client ran (EVALSHA, EVAL),
+// once Redis answered them.
 type scriptCounter struct{ n atomic.Int64 }
 
 func (sc *scriptCounter) N() int64 { return sc.n.Load() }
@@ -106,10 +107,21 @@ func (sc *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return n
 
 func (sc *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
 		if strings.HasPrefix(cmd.Name(), "eval") {
 			sc.n.Add(1)
 		}
-		return next(ctx, cmd)
+		return err
+	}
+}
+
+// awaitScripts waits up to 5 s until sc counts n scripts answered.
+func awaitScripts(t *testing.T, sc *scriptCounter, n int64) {
+	t.Helper()
+	for start := time.Now(); sc.N() < n; time.Sleep(2 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("%d scripts answered in 5 s, want %d", sc.N(), n)
+		}
 	}
 }
 
