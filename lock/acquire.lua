@@ -1,5 +1,5 @@
--- Takes the lock for owner ARGV[1], or enters it once more (keys: see the
--- queue part above).
+-- Takes the lock for owner ARGV[1], or enters it once more (keys: see
+-- queue.lua, whose helpers are inserted where the queue part begins).
 --
 -- ARGV[1]  owner
 -- ARGV[2]  lease in milliseconds
@@ -25,19 +25,43 @@
 -- already) as third and fourth elements when the caller waits; {-1, 0} when the owner's hold
 -- is gone (lost).
 local n = tonumber(ARGV[3])
+local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'q')
+local count = tonumber(h[2] or '0')
+local flagged = h[4] == '1'
+
+-- The common cases, before the queue's helpers are defined (defining them
+-- costs each call that needs none): the owner in place with no queue
+-- (a re-entry, a confirmation, a retry), and a free lock whose hash is left
+-- from its last release, with no queue: three redis.calls.
+if count > 0 and h[1] == ARGV[1] and not flagged then
+  if n == 1 then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  elseif count ~= n then
+    redis.call('HSET', KEYS[1], 'n', n)
+  end
+  return {n, tonumber(h[3])}
+end
+if count == 0 and h[1] and h[3] and not flagged and n == 1 and (ARGV[5] == '0' or ARGV[5] == '1') then
+  local tok = tonumber(h[3]) + 1
+  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', string.format('%.0f', tok))
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, tok}
+end
+
+--[[queue.lua]]
+
 local claim = tonumber(ARGV[4])
 local waits = claim > 0 and ARGV[5] == '1'
 local check = ARGV[5] == '3'
 local only_mine = n > 1 or ARGV[5] == '2' -- never take the lock
-local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'q')
-if tonumber(h[2] or '0') > 0 then
+if count > 0 then
   if h[1] == ARGV[1] then
     if n == 1 then
       redis.call('PEXPIRE', KEYS[1], ARGV[2])
-      if h[4] and unwait(ARGV[1]) then
+      if flagged and unwait(ARGV[1]) then
         redis.call('LREM', KEYS[2], 1, ARGV[1])
       end
-    elseif tonumber(h[2]) ~= n then
+    elseif count ~= n then
       redis.call('HSET', KEYS[1], 'n', n)
     end
     return {n, tonumber(h[3])}
@@ -48,7 +72,7 @@ if tonumber(h[2] or '0') > 0 then
   local pttl = redis.call('PTTL', KEYS[1])
   if waits then
     local now = now_ms()
-    local pos = enqueue(ARGV[1], now + math.max(pttl, 1000) + claim, now, h[4])
+    local pos = enqueue(ARGV[1], now + math.max(pttl, 1000) + claim, now, flagged)
     return {0, pttl, now, pos}
   end
   return {0, pttl}
@@ -57,7 +81,7 @@ if only_mine then
   return {-1, 0}
 end
 -- Free. A queue may exist only if the hash says so or is gone.
-local queued = claim > 0 and (h[4] or not h[1]) and redis.call('EXISTS', KEYS[2]) == 1
+local queued = claim > 0 and (flagged or not h[1]) and redis.call('EXISTS', KEYS[2]) == 1
 if queued then
   local now = now_ms()
   local o, d, dropped = first(now)
@@ -102,8 +126,9 @@ if check then
   return {0, 0}
 end
 local tok, s = next_token(h[3])
-if queued then
-  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', s, 'q', 1)
+-- The queue flag stays while a queue may exist, and goes with the queue.
+if queued or flagged then
+  redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', s, 'q', queued and 1 or 0)
 else
   redis.call('HSET', KEYS[1], 'o', ARGV[1], 'n', 1, 't', s)
 end

@@ -1,5 +1,5 @@
--- Ends the hold on a lock, whoever its owner (ForceUnlock; keys: see the
--- queue part above).
+-- Ends the hold on a lock, whoever its owner (ForceUnlock; keys: see
+-- queue.lua, whose helpers are inserted below).
 --
 -- ARGV[1]  who forces it: the owner noted as the last to release, after a
 --          '!' that marks the release as forced
@@ -24,6 +24,9 @@
 -- Returns {0} when no one held the lock; {2, owner} when owner held it,
 -- not ARGV[5]; else {1, old owner, its token}, followed by the waiter and
 -- its token when the lock was handed over.
+
+--[[queue.lua]]
+
 local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'q')
 if tonumber(h[2] or '0') == 0 then
   return {0}
@@ -37,7 +40,7 @@ local res = {1, h[1], tonumber(h[3] or '0')}
 if unwait(h[1]) then
   redis.call('LREM', KEYS[2], 1, h[1]) -- a waiter the lock was handed to
 end
-if claim > 0 and h[4] and redis.call('EXISTS', KEYS[2]) == 1 then
+if claim > 0 and h[4] == '1' and redis.call('EXISTS', KEYS[2]) == 1 then
   local o, tok = hand_off(from, h[3], claim, ARGV[3], true)
   if o then
     res[4], res[5] = o, tok

@@ -1,7 +1,8 @@
 -- Takes waiter ARGV[1], which stopped waiting, out of the queue (keys: see
--- the queue part above). If the lock was handed to it, or the free lock's
--- turn was its own, the lock goes to the next waiter at once. Any other
--- waiter's turn is left as it is, so waiters leaving never extend a turn.
+-- queue.lua, whose helpers are inserted below). If the lock was handed to
+-- it, or the free lock's turn was its own, the lock goes to the next waiter
+-- at once. Any other waiter's turn is left as it is, so waiters leaving
+-- never extend a turn.
 --
 -- ARGV[1]  owner
 -- ARGV[2]  claim window in milliseconds
@@ -9,6 +10,9 @@
 -- ARGV[4]  linger: how long (ms) the hash of a free lock stays
 --
 -- Returns 1 when the waiter was queued or held the lock, else 0.
+
+--[[queue.lua]]
+
 local queued = unwait(ARGV[1])
 local head = false
 if queued then

@@ -1,13 +1,15 @@
 -- The data of one lock and its wait queue, first come first served across
--- all Clients. This part is prepended to acquire.lua, release.lua and
--- leave.lua, which share this key layout:
+-- all Clients. This part is inserted into acquire.lua, release.lua,
+-- leave.lua and force.lua where their queue part begins (the line
+-- --[[queue.lua]]), after the common cases that need none of it; they
+-- share this key layout:
 --
 -- KEYS[1]  lock hash, with the lease as TTL:
 --            o  the owner (while n > 0; afterwards the last one)
 --            n  its hold count; 0 or missing when the lock is free
 --            t  the last fencing token handed out
 --            r  the owner of the last full release
---            q  1 when a wait queue may exist
+--            q  1 when a wait queue may exist; 0 or missing: none does
 --            open, open_until  a turn open to any queued waiter (see below)
 -- KEYS[2]  queue list: waiting owners in arrival order
 -- KEYS[3]  waits hash: waiting owner -> deadline (ms of Redis's clock),
@@ -215,10 +217,10 @@ local function hand_off(from, last, claim, publish, all)
   return o, tok, now
 end
 
--- let_go marks the lock free after owner's last release and keeps the hash
--- for linger ms.
+-- let_go marks the lock free after owner's last release, with no waiter
+-- left (the queue flag goes), and keeps the hash for linger ms.
 local function let_go(owner, linger)
-  write_lock(linger, 'n', 0, 'r', owner)
+  write_lock(linger, 'n', 0, 'r', owner, 'q', 0)
 end
 
 -- enqueue puts owner at the back of the queue unless it is in it already,

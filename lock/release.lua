@@ -1,5 +1,5 @@
--- Releases one hold level of owner ARGV[1] (keys: see the queue part
--- above).
+-- Releases one hold level of owner ARGV[1] (keys: see queue.lua, whose
+-- helpers are inserted where the queue part begins).
 --
 -- ARGV[1]  owner
 -- ARGV[2]  hold count this call moves the owner to
@@ -20,7 +20,24 @@
 -- finds itself noted).
 local n = tonumber(ARGV[2])
 local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'r', 'q')
-if h[1] ~= ARGV[1] or tonumber(h[2] or '0') == 0 then
+local holds = h[1] == ARGV[1] and tonumber(h[2] or '0') > 0
+
+-- The common cases, before the queue's helpers are defined (defining them
+-- costs each call that needs none): a level that is not the last, and the
+-- last one with no queue, which marks the lock free (as let_go does).
+if holds and n > 0 then
+  redis.call('HSET', KEYS[1], 'n', n)
+  return {1}
+end
+if holds and h[5] ~= '1' and ARGV[3] ~= '0' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  redis.call('HSET', KEYS[1], 'n', 0, 'r', ARGV[1])
+  return {1}
+end
+
+--[[queue.lua]]
+
+if not holds then
   if n == 0 and h[4] == ARGV[1] then
     return {1}
   end
@@ -29,17 +46,13 @@ if h[1] ~= ARGV[1] or tonumber(h[2] or '0') == 0 then
   end
   return {0}
 end
-if n > 0 then
-  redis.call('HSET', KEYS[1], 'n', n)
-  return {1}
-end
 local claim = tonumber(ARGV[3])
 if claim == 0 then
   let_go(ARGV[1], ARGV[5])
   redis.call(ARGV[4], KEYS[4], ARGV[1])
   return {1}
 end
-if h[5] and redis.call('EXISTS', KEYS[2]) == 1 then
+if redis.call('EXISTS', KEYS[2]) == 1 then
   -- An owner the lock was handed to is still first in the queue.
   if unwait(ARGV[1]) then
     redis.call('LREM', KEYS[2], 1, ARGV[1])

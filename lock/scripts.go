@@ -3,32 +3,33 @@ package lock
 import (
 	"context"
 	_ "embed"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // The scripts run with EVALSHA, falling back to EVAL when Redis does not
-// know them yet. Those that touch the wait queue start with its helpers,
-// queue.lua.
+// know them yet. Those that touch the wait queue get its helpers,
+// queue.lua, where their queue part begins (see withQueue).
 var (
 	//go:embed queue.lua
 	queueSrc string
 
 	//go:embed acquire.lua
 	acquireSrc    string
-	acquireScript = newScript(queueSrc + acquireSrc)
+	acquireScript = newScript(withQueue(acquireSrc))
 
 	//go:embed release.lua
 	releaseSrc    string
-	releaseScript = newScript(queueSrc + releaseSrc)
+	releaseScript = newScript(withQueue(releaseSrc))
 
 	//go:embed leave.lua
 	leaveSrc    string
-	leaveScript = newScript(queueSrc + leaveSrc)
+	leaveScript = newScript(withQueue(leaveSrc))
 
 	//go:embed force.lua
 	forceSrc    string
-	forceScript = newScript(queueSrc + forceSrc)
+	forceScript = newScript(withQueue(forceSrc))
 
 	//go:embed inspect.lua
 	inspectSrc    string
@@ -38,6 +39,20 @@ var (
 	renewSrc    string
 	renewScript = newScript(renewSrc)
 )
+
+// queueMark is the line of a script where queue.lua's helpers go: after
+// the common cases, which return before Lua defines them (each definition
+// costs every call that runs it).
+const queueMark = "--[[queue.lua]]\n"
+
+// withQueue returns src with queue.lua in place of its queueMark.
+func withQueue(src string) string {
+	before, after, ok := strings.Cut(src, queueMark)
+	if !ok {
+		panic("lock: a script that uses the queue has no " + queueMark)
+	}
+	return before + queueSrc + after
+}
 
 // A script is a Lua script of the lock, its hash and source boxed once, so
 // that a call allocates no more than its arguments.
