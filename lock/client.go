@@ -121,6 +121,9 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 	c.claimArg = c.claim
 	c.tasks = newTasks()
 	c.life, c.stop = context.WithCancel(cfg.background())
+	if nd := c.nodes[0]; len(c.nodes) == 1 && !nd.sharded && nd.acks == 0 {
+		nd.pipe = newPipe(nd, c.tasks, c.life)
+	}
 	c.closed = make(chan struct{})
 	c.wd = newWatchdog(c)
 	c.wt = newWaiters(c)

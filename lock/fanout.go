@@ -117,6 +117,18 @@ func fanOut[T any](c *Client, ctx context.Context, timeout time.Duration, call f
 	return results
 }
 
+// fanOutScripts is fanOut for a call whose only Redis commands are scripts
+// run with node.run. With one node that has a pipe, which bounds each wait
+// by ctx itself, the call runs in the caller's goroutine: a Redis command
+// then costs no goroutine of its own.
+func fanOutScripts[T any](c *Client, ctx context.Context, timeout time.Duration, call func(context.Context, *node) (T, error), yes func(T) bool) []nodeResult[T] {
+	if len(c.nodes) == 1 && c.nodes[0].pipe != nil {
+		v, err := call(ctx, c.nodes[0])
+		return []nodeResult[T]{{v, err}}
+	}
+	return fanOut(c, ctx, timeout, call, yes)
+}
+
 // A goroutine of the Client's that finished its function waits up to
 // idleWorker for another, and at most maxIdle wait at once.
 const (
@@ -133,12 +145,11 @@ type tasks struct {
 	closed bool
 	idle   int // goroutines waiting for work
 	wg     sync.WaitGroup
-	work   chan func()   // unbuffered: taken by a goroutine waiting for work
-	stop   chan struct{} // closed by close: waiting goroutines end
+	work   chan func() // unbuffered: taken by a goroutine waiting for work; closed by close
 }
 
 func newTasks() *tasks {
-	return &tasks{work: make(chan func()), stop: make(chan struct{})}
+	return &tasks{work: make(chan func())}
 }
 
 // run runs f in a goroutine and reports true, or reports false once the
@@ -159,12 +170,15 @@ func (t *tasks) run(f func()) bool {
 	return true
 }
 
-// loop runs f, then whatever run hands it while it waits, until it waits
-// idleWorker in vain, enough others wait, or the Client closes.
+// loop runs f, then whatever run hands it while it waits, until it was
+// idle for idleWorker, enough others wait, or the Client closes. Its one
+// timer is not reset for every function: when it fires early (the
+// goroutine worked meanwhile) it is set again for the rest of the idle
+// time.
 func (t *tasks) loop(f func()) {
 	defer t.wg.Done()
 	var timer *time.Timer
-	for {
+	for ok := true; ok; {
 		f()
 		t.mu.Lock()
 		if t.idle >= maxIdle {
@@ -173,23 +187,31 @@ func (t *tasks) loop(f func()) {
 		}
 		t.idle++
 		t.mu.Unlock()
+		idleSince := time.Now()
 		if timer == nil {
 			timer = time.NewTimer(idleWorker)
 			defer timer.Stop()
-		} else {
-			timer.Reset(idleWorker)
 		}
-		var ok bool
-		select {
-		case f, ok = <-t.work:
-		case <-timer.C:
-		case <-t.stop:
-		}
+		f, ok = t.await(timer, idleSince)
 		t.mu.Lock()
 		t.idle--
 		t.mu.Unlock()
-		if !ok {
-			return
+	}
+}
+
+// await waits for a function to run, until the goroutine has been idle
+// since idleSince for idleWorker or the Client closes (ok false).
+func (t *tasks) await(timer *time.Timer, idleSince time.Time) (f func(), ok bool) {
+	for {
+		select {
+		case f, ok = <-t.work:
+			return f, ok
+		case <-timer.C:
+			rest := idleWorker - time.Since(idleSince)
+			if rest <= 0 {
+				return nil, false
+			}
+			timer.Reset(rest)
 		}
 	}
 }
@@ -201,7 +223,7 @@ func (t *tasks) close(limit time.Duration) bool {
 	t.mu.Lock()
 	if !t.closed {
 		t.closed = true
-		close(t.stop)
+		close(t.work)
 	}
 	t.mu.Unlock()
 	done := make(chan struct{})

@@ -102,7 +102,7 @@ func (c *Client) ForceUnlock(ctx context.Context, key string, opts ...ForceOptio
 		return Forced{}, invalidf("IfHeldBy with an empty owner")
 	}
 	var from any = c.newOwner() // an owner of its own: r names it
-	rs := fanOut(c, ctx, c.callTimeout(c.cfg.lease), func(ctx context.Context, nd *node) ([]any, error) {
+	rs := fanOutScripts(c, ctx, c.callTimeout(c.cfg.lease), func(ctx context.Context, nd *node) ([]any, error) {
 		return nd.run(ctx, forceScript, rk.scriptArgs(from, c.claimArg, nd.publish, forceLinger, fc.holder)).Slice()
 	}, nil)
 	var f Forced

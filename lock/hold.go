@@ -139,7 +139,7 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	c := h.c
 	h.releasing.Store(false) // a minority released after a failed attempt is taken again
 	sent := time.Now()
-	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
+	rs := fanOutScripts(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
 		v, err := nd.acquire(ctx, h, 1, wait)
 		if err == nil && v[0] == 1 {
 			h.lateGrant(ctx, nd)
@@ -278,7 +278,7 @@ func (h *hold) enter(ctx context.Context, cl *call, via *level) (*level, error) 
 		return nil, errors.Join(&NotObtainedError{Key: h.key}, err)
 	}
 	c := h.c
-	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
+	rs := fanOutScripts(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
 		return nd.acquire(ctx, h, n, false)
 	}, func(v []int64) bool { return v[0] == int64(n) })
 	var v votes
@@ -446,7 +446,7 @@ func (h *hold) releaseVotes(ctx context.Context, n int) votes {
 	if n == 0 {
 		h.releasing.Store(true)
 	}
-	rs := fanOut(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
+	rs := fanOutScripts(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
 		r, err := nd.release(ctx, h, n)
 		if err == nil && r.ok && n == 0 && len(c.nodes) == 1 {
 			c.wt.released(h.rk, r.next)

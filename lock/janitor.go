@@ -192,7 +192,7 @@ func (h *hold) clean(ctx context.Context, mayHold bool) bool {
 	if h.c.claim == 0 {
 		return true
 	}
-	rs := fanOut(h.c, ctx, 0, func(ctx context.Context, nd *node) (struct{}, error) {
+	rs := fanOutScripts(h.c, ctx, 0, func(ctx context.Context, nd *node) (struct{}, error) {
 		return struct{}{}, nd.leave(ctx, h)
 	}, nil)
 	return rs[0].err == nil

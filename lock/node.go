@@ -27,6 +27,13 @@ type node struct {
 	acks       int // replicas that must confirm each write (WithReplicaAck); 0: none
 	ackTimeout time.Duration
 
+	// Concurrent script calls share round trips (see pipe). Nil on Redis
+	// Cluster, where a pipeline would wait for every master it reaches;
+	// with WithReplicaAck, whose WAIT follows each write on its
+	// connection; and in quorum mode, where a node's command goes on after
+	// the call returned at the majority's answer (see hold.lateGrant).
+	pipe *pipe
+
 	// Quorum mode: a node that failed failLimit times in a row is not
 	// called until skipUntil, then once, as a probe (see available).
 	mu        sync.Mutex
@@ -89,6 +96,9 @@ func newNode(rdb redis.UniversalClient, cfg config) (*node, error) {
 // after it on the same connection, in the same round trip, and fails the
 // command with ErrReplicaAck when too few replicas confirm.
 func (nd *node) run(ctx context.Context, s script, args []any) *redis.Cmd {
+	if nd.pipe != nil {
+		return nd.pipe.run(ctx, s, args)
+	}
 	if nd.acks == 0 {
 		return s.run(ctx, nd.rdb, args)
 	}

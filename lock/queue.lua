@@ -183,14 +183,17 @@ end
 
 -- hand_off gives the free lock to the first live waiter, if any, for the
 -- claim window, and tells it so; from is the owner that let go of it, last
--- the last token. The waiter stays first in the queue, with the window's
--- end as deadline, until it confirms (its first renewal or an attempt):
--- if it never does, the lock lapses and the next attempt after the window
--- drops it. That attempt comes from a waiter told of the hand-off: the
--- watcher, or with all set (a hand-off whose caller does not check after
--- the window itself: ForceUnlock's) every other Client with a queued
--- waiter. Returns the waiter, the token and Redis's time in ms, or nil.
-local function hand_off(from, last, claim, publish, all)
+-- the last token. With replied set the caller's reply tells the hand-off
+-- to from's Client, so a waiter of that Client gets no message (a retried
+-- release still learns it: see release.lua). The waiter stays first in the
+-- queue, with the window's end as deadline, until it confirms (its first
+-- renewal or an attempt): if it never does, the lock lapses and the next
+-- attempt after the window drops it. That attempt comes from a waiter told
+-- of the hand-off: the watcher, or with all set (a hand-off whose caller
+-- does not check after the window itself: ForceUnlock's) every other
+-- Client with a queued waiter. Returns the waiter, the token and Redis's
+-- time in ms, or nil.
+local function hand_off(from, last, claim, publish, all, replied)
   local now = now_ms()
   local o = first(now)
   if not o then
@@ -205,7 +208,9 @@ local function hand_off(from, last, claim, publish, all)
     redis.call('PEXPIRE', KEYS[2], claim)
   end
   local msg = from .. ' ' .. o .. ' ' .. s .. ' ' .. now
-  tell(publish, o, msg)
+  if not (replied and client_of(o) == client_of(from)) then
+    tell(publish, o, msg)
+  end
   if all then
     tell_queue(publish, msg, client_of(o))
   else

@@ -250,3 +250,57 @@ func TestTryLockDoesNotQueue(t *testing.T) {
 		}
 	}
 }
+
+// commandCalls returns how many times Redis ran cmd, inside scripts
+// included, since its statistics were last reset.
+func commandCalls(t *testing.T, rdb *redis.Client, cmd string) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(info, "cmdstat_"+cmd+":calls=")
+	if !ok {
+		return 0
+	}
+	var n int
+	fmt.Sscanf(rest, "%d", &n)
+	return n
+}
+
+// Once a key's wait queue is gone, its lock hash no longer flags one: an
+// acquisition and a release look for no queue (no EXISTS in their
+// scripts), as on a key that was never contended.
+func TestQueueFlagGoesWithQueue(t *testing.T) {
+	_, rdb := newReal(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	_, unlock := locktest.MustLock(t, c, ctx, "flag")
+	done, res := lockAsync(c, ctx, "flag")
+	waitQueued(t, rdb, "flag", 1)
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	within(t, done, 5*time.Second, "the waiter")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if err := res.unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		_, unlock := locktest.MustLock(t, c, ctx, "flag")
+		if err := unlock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := commandCalls(t, rdb, "exists"); n != 0 {
+		t.Errorf("10 uncontended pairs after the queue went looked for a queue %d times, want 0", n)
+	}
+	if q := rdb.HGet(ctx, "lockkit:{flag}", "q").Val(); q == "1" {
+		t.Errorf("the lock hash flags a queue (q = %q) after it went", q)
+	}
+}

@@ -16,8 +16,11 @@
 -- Returns {1} when the owner's count is at the target, or {1, waiter,
 -- token, ms} when the lock was handed to waiter with token at Redis's time
 -- ms; {0} when the owner's hold is gone: it is not in the hash, and was not
--- the last to release (a retried release whose first try went through
--- finds itself noted).
+-- the last to release. A retried release whose first try went through
+-- finds itself noted as the last to release: {1}, or {1, waiter, token, 0}
+-- while the waiter it handed the lock to holds it, so that the releasing
+-- Client still wakes its own waiter, which the hand-off sent no message
+-- (the time unknown, that waiter confirms before it counts on the lock).
 local n = tonumber(ARGV[2])
 local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'r', 'q')
 local holds = h[1] == ARGV[1] and tonumber(h[2] or '0') > 0
@@ -39,6 +42,9 @@ end
 
 if not holds then
   if n == 0 and h[4] == ARGV[1] then
+    if h[1] and tonumber(h[2] or '0') > 0 then
+      return {1, h[1], tonumber(h[3]), 0}
+    end
     return {1}
   end
   if n == 0 and unwait(ARGV[1]) then
@@ -57,7 +63,7 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
   if unwait(ARGV[1]) then
     redis.call('LREM', KEYS[2], 1, ARGV[1])
   end
-  local o, tok, now = hand_off(ARGV[1], h[3], claim, ARGV[4])
+  local o, tok, now = hand_off(ARGV[1], h[3], claim, ARGV[4], false, true)
   if o then
     return {1, o, tok, now}
   end

@@ -1,0 +1,201 @@
+package lock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxSenders is how many senders of one Client's script calls to one
+// Redis may have a command or pipeline in flight before further calls
+// wait for the next pipeline. One gives the deepest pipelines: the calls
+// that come during a round trip all go in the next.
+const maxSenders = 1
+
+// stallAfter is how long the first call of the queue waits for the senders
+// in flight before one more starts: a connection that stopped answering
+// holds up the calls queued behind its command no longer than that, and a
+// healthy Redis answers a pipeline of lock scripts far sooner.
+const stallAfter = 50 * time.Millisecond
+
+// pipe sends the script calls of one Client to one Redis, and lets
+// concurrent calls share round trips. Every call queues; when fewer than
+// maxSenders commands or pipelines are in flight, the call starts a sender,
+// a goroutine of the Client's, which takes the whole queue and sends it,
+// again and again until the queue is empty: a lone call as one command
+// under its own context, as go-redis would send it, several as one
+// pipeline. Under load a round trip then carries many calls, which saves
+// the Client and Redis a system call or more per command. Calls are sent
+// in the order they came: a sender frees its slot only when the queue is
+// empty, and a new one starts only then (or for a stall, below).
+//
+// The caller waits for its reply in its own goroutine, until its context
+// is done: so Redis calls keep their callers' deadlines however long
+// go-redis takes, without a goroutine per call. A call whose context
+// ended before a sender took it is not sent. A queue whose first call has
+// waited stallAfter gets one more sender (see stallAfter).
+//
+// Pipelines run under the Client's background context (values only, never
+// cancelled): a tracing hook of the Redis client sees one pipeline for the
+// calls of several callers, outside their traces.
+type pipe struct {
+	nd    *node
+	tasks *tasks
+	ctx   context.Context // of pipelines
+	watch *time.Timer     // runs stalled when the queue's first call may have waited stallAfter
+
+	mu       sync.Mutex
+	queue    []*request
+	queuedAt time.Time // when the queue's first call came
+	senders  int
+}
+
+// A request is one script call.
+type request struct {
+	ctx  context.Context
+	s    script
+	args []any
+	cmd  *redis.Cmd
+	done chan struct{} // closed when cmd has its reply or error
+}
+
+func newPipe(nd *node, t *tasks, background context.Context) *pipe {
+	p := &pipe{nd: nd, tasks: t, ctx: context.WithoutCancel(background)}
+	p.watch = time.AfterFunc(time.Hour, p.stalled)
+	p.watch.Stop()
+	return p
+}
+
+// run runs s with args (see script.run) and returns its command, or one
+// failed with ctx's error when ctx ends first; the command may then still
+// run in Redis, if a sender had taken it.
+func (p *pipe) run(ctx context.Context, s script, args []any) *redis.Cmd {
+	r := &request{ctx: ctx, s: s, args: args, done: make(chan struct{})}
+	p.mu.Lock()
+	p.queue = append(p.queue, r)
+	start := p.senders < maxSenders
+	if start {
+		p.senders++
+	} else if len(p.queue) == 1 {
+		p.queuedAt = time.Now()
+		p.watch.Reset(stallAfter)
+	}
+	p.mu.Unlock()
+	if start {
+		p.start(ctx)
+	}
+	select {
+	case <-r.done:
+		return r.cmd
+	case <-ctx.Done():
+		return failed(ctx, ctx.Err())
+	}
+}
+
+// failed is a command that failed with err before it was sent.
+func failed(ctx context.Context, err error) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(err)
+	return cmd
+}
+
+// start runs a sender in a goroutine of the Client's. Once the Client is
+// closed it sends here, unless ctx is done: the janitor's last cleanups
+// run so, bounded by go-redis's timeouts.
+func (p *pipe) start(ctx context.Context) {
+	if p.tasks.run(p.flush) {
+		return
+	}
+	if ctx.Err() == nil {
+		p.flush()
+		return
+	}
+	p.mu.Lock()
+	p.senders--
+	p.mu.Unlock()
+}
+
+// stalled starts one more sender when the queue's first call has waited
+// stallAfter: the senders in flight are stuck (see stallAfter). Otherwise
+// it looks again when that call will have waited so long.
+func (p *pipe) stalled() {
+	p.mu.Lock()
+	if len(p.queue) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	if rest := stallAfter - time.Since(p.queuedAt); rest > 0 {
+		p.watch.Reset(rest)
+		p.mu.Unlock()
+		return
+	}
+	p.senders++
+	p.mu.Unlock()
+	p.start(p.ctx)
+}
+
+// flush sends the queue until it is empty, then frees its sender's slot.
+func (p *pipe) flush() {
+	for {
+		p.mu.Lock()
+		batch := p.queue
+		p.queue = nil
+		if len(batch) == 0 {
+			p.senders--
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		live := batch[:0]
+		for _, r := range batch {
+			if err := r.ctx.Err(); err != nil { // its caller is gone
+				r.cmd = failed(r.ctx, err)
+				close(r.done)
+				continue
+			}
+			live = append(live, r)
+		}
+		switch len(live) {
+		case 0:
+		case 1:
+			r := live[0]
+			r.cmd = r.s.run(r.ctx, p.nd.rdb, r.args)
+		default:
+			p.send(live)
+		}
+		for _, r := range live {
+			close(r.done)
+		}
+	}
+}
+
+// send runs batch in one pipeline with EVALSHA, then the calls Redis did
+// not know the script of in a second one with EVAL, which caches it.
+func (p *pipe) send(batch []*request) {
+	eval := false
+	for len(batch) > 0 {
+		pl := p.nd.rdb.Pipeline()
+		for _, r := range batch {
+			r.args[0], r.args[1] = "evalsha", r.s.sha
+			if eval {
+				r.args[0], r.args[1] = "eval", r.s.src
+			}
+			r.cmd = redis.NewCmd(r.ctx, r.args...)
+			_ = pl.Process(p.ctx, r.cmd)
+		}
+		_, _ = pl.Exec(p.ctx) // each command keeps its own error
+		if eval {
+			return
+		}
+		eval = true
+		again := batch[:0:0]
+		for _, r := range batch {
+			if redis.HasErrorPrefix(r.cmd.Err(), "NOSCRIPT") {
+				again = append(again, r)
+			}
+		}
+		batch = again
+	}
+}
