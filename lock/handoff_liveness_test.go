@@ -103,10 +103,87 @@ func TestReleaserDiesAfterHandOffToDeadWaiter(t *testing.T) {
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	const key = "ho-releaser-dies"
+	child := startReleaser(t, srv.Addr, key)
+	child.held(t)
 
+	queueDeadWaiter(t, rdb, key, "dead:1") // its process is gone
+	done, res := lockAsync(locktest.NewClient(t, srv.Client(t)), ctx, key, lock.WithMaxWait(holderLease+3*time.Second))
+	waitQueued(t, rdb, key, 2)
+	waitSubscribed(t, rdb, key, 1)
+	time.Sleep(50 * time.Millisecond) // its attempt after the subscription made
+
+	child.release(t)
+	handed := time.Now()
+	if o := ownerIn(t, rdb, key); o != "dead:1" || !locktest.Held(t, rdb, "lockkit:{"+key+"}") {
+		t.Fatalf("the release did not hand the key to the dead waiter (owner %q)", o)
+	}
+	waitTaken(t, done, res, handed, 2500*time.Millisecond, "live waiter of a third Client")
+}
+
+// A hand-off within half a claim window of the last one sends no new
+// watcher message: the watcher told of the last one checks this one too.
+// Here the releasing process hands the key to a waiter in another process
+// (the watcher, a live waiter of a third Client, is told), which at once
+// hands it on to a waiter whose process is dead (no message) and exits;
+// the first releaser has exited too. The watcher must still get the key
+// within two claim windows of the second hand-off.
+func TestWatcherChecksLaterHandOffs(t *testing.T) {
+	srv, rdb := newReal(t)
+	ctx := context.Background()
+	const key = "ho-watcher-chases"
+	base := "lockkit:{" + key + "}"
+	first := startReleaser(t, srv.Addr, key)
+	first.held(t)
+	second := startReleaser(t, srv.Addr, key)
+	waitQueued(t, rdb, key, 1)
+	waitSubscribed(t, rdb, key, 1)
+	done, res := lockAsync(locktest.NewClient(t, srv.Client(t)), ctx, key, lock.WithMaxWait(holderLease+3*time.Second))
+	waitQueued(t, rdb, key, 2)
+	waitSubscribed(t, rdb, key, 2)
+	time.Sleep(50 * time.Millisecond) // the attempts after the subscriptions made
+
+	first.release(t) // hands the key to second; the live waiter watches
+	second.held(t)
+	wt := rdb.HGet(ctx, base, "wt").Val()
+	if wt == "" {
+		t.Fatal("premise: the first hand-off told no watcher")
+	}
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.LInsert(ctx, base+":queue", "AFTER", ownerIn(t, rdb, key), "dead:1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, base+":waits", "dead:1", now.Add(time.Minute).UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	second.release(t) // hands the key to the dead waiter and exits
+	handed := time.Now()
+	if o := ownerIn(t, rdb, key); o != "dead:1" {
+		t.Fatalf("premise: the second release handed the key to %q, want dead:1", o)
+	}
+	if got := rdb.HGet(ctx, base, "wt").Val(); got != wt {
+		t.Fatalf("premise: the second hand-off told a watcher again (wt %s, was %s)", got, wt)
+	}
+	waitTaken(t, done, res, handed, 2500*time.Millisecond, "the watcher of the first hand-off")
+}
+
+// releaser is a child process that takes a key, says so, and releases it
+// and exits at once when told (see init).
+type releaser struct {
+	cmd   *exec.Cmd
+	stdin io.Writer
+	out   *bufio.Reader
+}
+
+// startReleaser starts the test binary as a releaser of key on the Redis
+// at addr; it is killed when the test ends.
+func startReleaser(t *testing.T, addr, key string) *releaser {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	// No sleep at exit under -race: the child is gone when it says so.
-	cmd.Env = append(os.Environ(), "LOCKKIT_PROBE_RELEASER="+srv.Addr+","+key, "GORACE=atexit_sleep_ms=0")
+	cmd.Env = append(os.Environ(), "LOCKKIT_PROBE_RELEASER="+addr+","+key, "GORACE=atexit_sleep_ms=0")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -119,34 +196,33 @@ func TestReleaserDiesAfterHandOffToDeadWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	out := bufio.NewReader(stdout)
-	if line, err := out.ReadString('\n'); err != nil || line != "held\n" {
+	return &releaser{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+}
+
+// held waits until the child holds its key.
+func (r *releaser) held(t *testing.T) {
+	t.Helper()
+	if line, err := r.out.ReadString('\n'); err != nil || line != "held\n" {
 		t.Fatalf("child: %q %v, want held", line, err)
 	}
+}
 
-	queueDeadWaiter(t, rdb, key, "dead:1") // its process is gone
-	done, res := lockAsync(locktest.NewClient(t, srv.Client(t)), ctx, key, lock.WithMaxWait(holderLease+3*time.Second))
-	waitQueued(t, rdb, key, 2)
-	waitSubscribed(t, rdb, key, 1)
-	time.Sleep(50 * time.Millisecond) // its attempt after the subscription made
-
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+// release has the child release its key and waits until it is gone.
+func (r *releaser) release(t *testing.T) {
+	t.Helper()
+	start := time.Now()
+	if _, err := io.WriteString(r.stdin, "go\n"); err != nil {
 		t.Fatal(err)
 	}
-	line, err := out.ReadString('\n')
+	line, err := r.out.ReadString('\n')
 	if err != nil || line != "released <nil>\n" {
 		t.Fatalf("child: %q %v, want released <nil>", line, err)
 	}
-	handed := time.Now()
-	if o := ownerIn(t, rdb, key); o != "dead:1" || !locktest.Held(t, rdb, "lockkit:{"+key+"}") {
-		t.Fatalf("the release did not hand the key to the dead waiter (owner %q)", o)
+	_ = r.cmd.Process.Kill() // in case it has not exited yet
+	_ = r.cmd.Wait()
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("premise: the child took %v to release and end", d)
 	}
-	_ = cmd.Process.Kill() // in case it has not exited yet
-	_ = cmd.Wait()
-	if d := time.Since(handed); d > 500*time.Millisecond {
-		t.Fatalf("premise: the child took %v to end after its unlock", d)
-	}
-	waitTaken(t, done, res, handed, 2500*time.Millisecond, "live waiter of a third Client")
 }
 
 // The same with a graceful shutdown: the holder unlocks and closes its

@@ -11,6 +11,7 @@
 --            r  the owner of the last full release
 --            q  1 when a wait queue may exist; 0 or missing: none does
 --            open, open_until  a turn open to any queued waiter (see below)
+--            wo, wt  the waiter last told to watch a hand-off, and when (see watch)
 -- KEYS[2]  queue list: waiting owners in arrival order
 -- KEYS[3]  waits hash: waiting owner -> deadline (ms of Redis's clock),
 --          and '>' .. owner -> when it joined the queue (ms), for Inspect
@@ -170,6 +171,28 @@ local function watcher(o)
   return nil
 end
 
+-- watch tells a watcher (see watcher) of the hand-off msg to o at now,
+-- unless one told less than half a claim window ago is still queued and
+-- of another Client than o's: that one tries when its window ends, finds
+-- the lock held (by o, or by a later owner) and tries again when that
+-- owner's window or lease ends, so it checks every hand-off made since it
+-- was told, at most half a window later than a new watcher would. The
+-- hash keeps the watcher told (wo) and when (wt). A key handed on from one
+-- short hold to the next sends one message a hand-off, not two.
+local function watch(o, msg, now, claim, publish)
+  local last = redis.call('HMGET', KEYS[1], 'wo', 'wt')
+  local wo = last[1]
+  if wo and wo ~= o and client_of(wo) ~= client_of(o) and now - tonumber(last[2] or '0') < claim / 2
+      and redis.call('HEXISTS', KEYS[3], wo) == 1 then
+    return
+  end
+  local w = watcher(o)
+  if w then
+    tell(publish, w, msg)
+    redis.call('HSET', KEYS[1], 'wo', w, 'wt', now)
+  end
+end
+
 -- announce starts owner o's turn after waiters before it missed theirs,
 -- and tells every Client with a queued waiter: o takes its turn, the
 -- others try when it opens to any of them. from is the owner whose call
@@ -189,9 +212,9 @@ end
 -- queue, with the window's end as deadline, until it confirms (its first
 -- renewal or an attempt): if it never does, the lock lapses and the next
 -- attempt after the window drops it. That attempt comes from a waiter told
--- of the hand-off: the watcher, or with all set (a hand-off whose caller
--- does not check after the window itself: ForceUnlock's) every other
--- Client with a queued waiter. Returns the waiter, the token and Redis's
+-- of the hand-off: the watcher (see watch), or with all set (a hand-off
+-- whose caller does not check after the window itself: ForceUnlock's)
+-- every other Client with a queued waiter. Returns the waiter, the token and Redis's
 -- time in ms, or nil.
 local function hand_off(from, last, claim, publish, all, replied)
   local now = now_ms()
@@ -214,10 +237,7 @@ local function hand_off(from, last, claim, publish, all, replied)
   if all then
     tell_queue(publish, msg, client_of(o))
   else
-    local w = watcher(o)
-    if w then
-      tell(publish, w, msg)
-    end
+    watch(o, msg, now, claim, publish)
   end
   return o, tok, now
 end

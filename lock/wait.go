@@ -149,10 +149,11 @@ func (w *waiters) takeGiven(me *waiter) handOff {
 }
 
 // retryAfter is when to try again without a message: just after the time
-// the last attempt was told. When that is unknown (a key without TTL, not
-// written by lockkit) it is a second.
+// the last attempt was told, a millisecond when it was told 0 (under a
+// millisecond left). When that is unknown (a negative PTTL: a key without
+// TTL, not written by lockkit) it is a second.
 func retryAfter(remaining time.Duration) time.Duration {
-	if remaining <= 0 {
+	if remaining < 0 {
 		return time.Second
 	}
 	return remaining + time.Millisecond
