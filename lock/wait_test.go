@@ -207,7 +207,7 @@ func TestWaiterRetriesWhenLeaseEndsWithinMillisecond(t *testing.T) {
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	_, _ = locktest.MustLock(t, locktest.NewClient(t, rdb), ctx, "sub-ms") // never unlocked
-	mr.SetTTL("lockkit:{sub-ms}", 500*time.Microsecond)                   // PTTL answers 0
+	mr.SetTTL("lockkit:{sub-ms}", 500*time.Microsecond)                    // PTTL answers 0
 	done, res := lockAsync(c, ctx, "sub-ms")
 	waitQueued(t, rdb, "sub-ms", 1)
 	time.Sleep(20 * time.Millisecond) // its attempt was told 0 ms
