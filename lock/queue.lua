@@ -157,12 +157,14 @@ local function write_lock(ttl, ...)
 end
 
 -- watcher returns a waiter to tell of a hand-off to o, so that it checks
--- after the claim window that o took the lock: the waiter right behind o,
--- or else the last one, if it is another Client's (if o's process died,
--- so did its other waiters). Two look-ups, whatever the queue's length.
+-- after the claim window that o took the lock: the last one, or else the
+-- one right behind o, if it is another Client's (if o's process died, so
+-- did its other waiters). The last one stays queued, and so a watcher
+-- (see watch), through the most hand-offs. Two look-ups, whatever the
+-- queue's length.
 local function watcher(o)
   local c = client_of(o)
-  for _, i in ipairs({1, -1}) do
+  for _, i in ipairs({-1, 1}) do
     local w = redis.call('LINDEX', KEYS[2], i)
     if w and client_of(w) ~= c then
       return w
