@@ -42,6 +42,15 @@ type Client struct {
 	id       string // random, then host, pid and label (see clientID); every owner is id:seq
 	seq      atomic.Uint64
 
+	// The default lease and its linger time (see newHold) in ms, boxed
+	// once for script calls.
+	leaseArg, lingerArg any
+	keys                *keyCache
+
+	callsMu     sync.Mutex
+	calls       map[*call]struct{} // Lock and TryLock calls under way (see callContext)
+	callsClosed bool
+
 	life      context.Context // cancelled by Close
 	stop      context.CancelFunc
 	closeOnce sync.Once
@@ -119,8 +128,11 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 		c.claim = claimWindow.Milliseconds()
 	}
 	c.claimArg = c.claim
+	c.leaseArg, c.lingerArg = leaseArgs(cfg.lease)
+	c.keys = newKeyCache(cfg.prefix)
 	c.tasks = newTasks()
 	c.life, c.stop = context.WithCancel(cfg.background())
+	c.calls = make(map[*call]struct{})
 	if nd := c.nodes[0]; len(c.nodes) == 1 && !nd.sharded && nd.acks == 0 {
 		nd.pipe = newPipe(nd, c.tasks, c.life)
 	}
@@ -173,6 +185,7 @@ func (c *Client) Close() error {
 	deadline := time.Now().Add(closeTimeout)
 	c.closeBy = deadline
 	c.stop()
+	c.closeCalls()
 	holds := c.wd.closeAll()
 	c.releaseAll(holds, deadline.Add(-closeTimeout/2))
 	c.wt.close()
@@ -252,6 +265,10 @@ type call struct {
 	rctx  context.Context // for Redis calls and waiting: the observer's, or ctx
 	start time.Time
 	a     Acquire // what the observer is told
+
+	// Cancel the call's context (see callContext).
+	cancel      context.CancelCauseFunc
+	cancelLimit context.CancelFunc // nil without a wait limit
 }
 
 func (c *Client) acquire(ctx context.Context, key string, try bool, opts []LockOption) (context.Context, UnlockFunc, error) {
@@ -327,16 +344,45 @@ var errWaitLimit = errors.New("lock: wait limit passed")
 // callContext returns the context of a Lock or TryLock call's Redis calls
 // and wait: derived from the observer's context, it ends when the caller's
 // does, when the wait limit set with [WithMaxWait] passes (cause
-// errWaitLimit) and at Close (cause ErrClosed).
-func (c *Client) callContext(cl *call, lc lockConfig) (context.Context, context.CancelFunc) {
+// errWaitLimit) and at Close (cause ErrClosed), and when endCall ends the
+// call.
+func (c *Client) callContext(cl *call, lc lockConfig) context.Context {
 	ctx, cancel := context.WithCancelCause(cl.rctx)
-	stop := context.AfterFunc(c.life, func() { cancel(ErrClosed) })
-	if lc.waitSet {
-		var cancelLimit context.CancelFunc
-		ctx, cancelLimit = context.WithDeadlineCause(ctx, cl.start.Add(lc.maxWait), errWaitLimit)
-		return ctx, func() { cancelLimit(); stop(); cancel(nil) }
+	cl.cancel = cancel
+	c.callsMu.Lock()
+	if c.callsClosed {
+		cancel(ErrClosed)
+	} else {
+		c.calls[cl] = struct{}{}
 	}
-	return ctx, func() { stop(); cancel(nil) }
+	c.callsMu.Unlock()
+	if lc.waitSet {
+		ctx, cl.cancelLimit = context.WithDeadlineCause(ctx, cl.start.Add(lc.maxWait), errWaitLimit)
+	}
+	return ctx
+}
+
+// endCall cancels the context of a call that callContext made.
+func (c *Client) endCall(cl *call) {
+	c.callsMu.Lock()
+	delete(c.calls, cl)
+	c.callsMu.Unlock()
+	if cl.cancelLimit != nil {
+		cl.cancelLimit()
+	}
+	cl.cancel(nil)
+}
+
+// closeCalls cancels the context of every call under way with ErrClosed,
+// and of any call that starts later.
+func (c *Client) closeCalls() {
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	c.callsClosed = true
+	for cl := range c.calls {
+		cl.cancel(ErrClosed)
+	}
+	clear(c.calls)
 }
 
 // ended is the error of a call whose context ended: what ended it, as a
@@ -363,8 +409,8 @@ func ended(ctx context.Context, key string, remaining time.Duration, cutOff bool
 }
 
 func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
-	ctx, cancel := c.callContext(cl, lc)
-	defer cancel()
+	ctx := c.callContext(cl, lc)
+	defer c.endCall(cl)
 	if outer != nil {
 		lvl, err := outer.h.enter(ctx, cl, outer)
 		if cutOff(ctx, err) && err != errReleased {

@@ -103,7 +103,7 @@ func (c *Client) ForceUnlock(ctx context.Context, key string, opts ...ForceOptio
 	}
 	var from any = c.newOwner() // an owner of its own: r names it
 	rs := fanOutScripts(c, ctx, c.callTimeout(c.cfg.lease), func(ctx context.Context, nd *node) ([]any, error) {
-		return nd.run(ctx, forceScript, rk.scriptArgs(from, c.claimArg, nd.publish, forceLinger, fc.holder)).Slice()
+		return nd.run(ctx, forceScript, rk, from, c.claimArg, nd.publish, forceLinger, fc.holder).Slice()
 	}, nil)
 	var f Forced
 	var errs []error

@@ -91,21 +91,30 @@ func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hol
 		parent = context.WithoutCancel(parent) // renewed until unlock
 	}
 	owner := c.newOwner()
-	return &hold{
-		c:        c,
-		key:      key,
-		rk:       newRedisKeys(c.cfg.prefix, key),
-		owner:    owner,
-		ownerArg: owner,
-		leaseArg: lc.lease.Milliseconds(),
-		// How long Redis keeps the hash of the key after the last release:
-		// the lease, at most a second.
-		lingerArg: min(lc.lease, time.Second).Milliseconds(),
+	h := &hold{
+		c:         c,
+		key:       key,
+		rk:        c.keys.get(key),
+		owner:     owner,
+		ownerArg:  owner,
+		leaseArg:  c.leaseArg,
+		lingerArg: c.lingerArg,
 		lease:     lc.lease,
 		fixed:     lc.fixed,
 		parent:    parent,
 		ops:       make(chan struct{}, 1),
 	}
+	if lc.lease != c.cfg.lease {
+		h.leaseArg, h.lingerArg = leaseArgs(lc.lease)
+	}
+	return h
+}
+
+// leaseArgs returns a lease and its linger time in ms, boxed for script
+// calls: how long Redis keeps the hash of the key after the last release,
+// the lease, at most a second.
+func leaseArgs(lease time.Duration) (leaseArg, lingerArg any) {
+	return lease.Milliseconds(), min(lease, time.Second).Milliseconds()
 }
 
 // lockOps waits until the hold count is this caller's to change in Redis,
@@ -351,7 +360,7 @@ func (l *level) unlock() error {
 		h.mu.Unlock()
 		return ErrNotHeld
 	}
-	ended := h.endLevelsLocked(l)
+	ended := h.endLevelsLocked(l, make([]*level, 0, 1))
 	n := len(h.levels)
 	reported := h.end != nil // the loss or Close that ended the hold told the observer
 	h.checkValidityLocked()
@@ -395,9 +404,10 @@ func (l *level) unlock() error {
 }
 
 // endLevelsLocked marks l and the levels entered through it unlocked,
-// takes them out of the hold and returns them, l first.
-func (h *hold) endLevelsLocked(l *level) []*level {
-	ended := h.innerLocked(l)
+// takes them out of the hold and returns them, l first, appended to
+// ended (room the caller has for them).
+func (h *hold) endLevelsLocked(l *level, ended []*level) []*level {
+	ended = h.innerLocked(l, ended)
 	for _, x := range ended {
 		x.unlocked = true
 	}
@@ -405,10 +415,10 @@ func (h *hold) endLevelsLocked(l *level) []*level {
 	return ended
 }
 
-// innerLocked returns l and, innermost last, the live levels entered
-// through it: those whose chain of carried levels leads to l.
-func (h *hold) innerLocked(l *level) []*level {
-	ended := []*level{l}
+// innerLocked appends to ended l and, innermost last, the live levels
+// entered through it: those whose chain of carried levels leads to l.
+func (h *hold) innerLocked(l *level, ended []*level) []*level {
+	ended = append(ended, l)
 	for _, x := range h.levels {
 		for p := x.prev; p != nil; p = p.prev {
 			if p == l {
@@ -513,7 +523,7 @@ func (l *level) abandon(ctx context.Context) error {
 		h.mu.Unlock()
 		return ErrNotHeld
 	}
-	ended := h.endLevelsLocked(l)
+	ended := h.endLevelsLocked(l, make([]*level, 0, 1))
 	last := len(h.levels) == 0
 	err := h.notConfirmed(ctx)
 	if h.end == nil {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"sync"
 )
 
 // maxPlainTag is the longest escaped key kept readable in Redis; longer keys
@@ -15,7 +16,8 @@ const maxPlainTag = 128
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 // redisKeys are the Redis names of one lock. All share the hash tag
-// {tag}, so a lock's scripts run on one Redis Cluster slot.
+// {tag}, so a lock's scripts run on one Redis Cluster slot. They are never
+// changed once made: holds of one key share them (see keyCache).
 type redisKeys struct {
 	lock    string // hash: owner, hold count, token (see queue.lua), with the lease as TTL
 	channel string // hand-offs and turns
@@ -24,6 +26,44 @@ type redisKeys struct {
 
 func newRedisKeys(prefix, key string) redisKeys {
 	return tagKeys(prefix, hashTag(key))
+}
+
+// keyCacheSize bounds a Client's keyCache.
+const keyCacheSize = 256
+
+// keyCache keeps the Redis names of the keys a Client locked last, so that
+// a hot key's names are made once rather than at every Lock (they take six
+// allocations). It holds at most keyCacheSize keys of at most maxPlainTag
+// bytes, and is emptied when full.
+type keyCache struct {
+	prefix string
+	mu     sync.Mutex
+	m      map[string]redisKeys
+}
+
+func newKeyCache(prefix string) *keyCache {
+	return &keyCache{prefix: prefix, m: make(map[string]redisKeys)}
+}
+
+// get returns key's Redis names.
+func (kc *keyCache) get(key string) redisKeys {
+	if len(key) > maxPlainTag {
+		return newRedisKeys(kc.prefix, key)
+	}
+	kc.mu.Lock()
+	rk, ok := kc.m[key]
+	kc.mu.Unlock()
+	if ok {
+		return rk
+	}
+	rk = newRedisKeys(kc.prefix, key)
+	kc.mu.Lock()
+	if len(kc.m) >= keyCacheSize {
+		clear(kc.m)
+	}
+	kc.m[key] = rk
+	kc.mu.Unlock()
+	return rk
 }
 
 // tagKeys are the Redis names of the lock whose hash tag is tag.

@@ -92,13 +92,15 @@ func newNode(rdb redis.UniversalClient, cfg config) (*node, error) {
 	return &node{rdb: rdb, publish: "PUBLISH", acks: cfg.acks, ackTimeout: cfg.ackTimeout}, nil
 }
 
-// run runs s with args (see script.run); with WithReplicaAck it sends WAIT
-// after it on the same connection, in the same round trip, and fails the
-// command with ErrReplicaAck when too few replicas confirm.
-func (nd *node) run(ctx context.Context, s script, args []any) *redis.Cmd {
+// run runs s on the keys rk with the arguments argv (see script.run);
+// with WithReplicaAck it sends WAIT after it on the same connection, in
+// the same round trip, and fails the command with ErrReplicaAck when too
+// few replicas confirm.
+func (nd *node) run(ctx context.Context, s script, rk redisKeys, argv ...any) *redis.Cmd {
 	if nd.pipe != nil {
-		return nd.pipe.run(ctx, s, args)
+		return nd.pipe.run(ctx, s, rk, argv)
 	}
+	args := rk.scriptArgs(argv...)
 	if nd.acks == 0 {
 		return s.run(ctx, nd.rdb, args)
 	}
@@ -148,7 +150,7 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64
 	if wait {
 		w = 1
 	}
-	v, err := nd.run(ctx, acquireScript, h.rk.scriptArgs(h.ownerArg, h.leaseArg, n, h.c.claimArg, w, nd.publish)).Int64Slice()
+	v, err := nd.run(ctx, acquireScript, h.rk, h.ownerArg, h.leaseArg, n, h.c.claimArg, w, nd.publish).Int64Slice()
 	if err == nil && (len(v) < 2 || len(v) > 4) {
 		err = fmt.Errorf("unexpected reply %v", v)
 	}
@@ -159,7 +161,7 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64
 // whether the owner still held the key and to which waiter, if any, it was
 // handed.
 func (nd *node) release(ctx context.Context, h *hold, n int) (released, error) {
-	v, err := nd.run(ctx, releaseScript, h.rk.scriptArgs(h.ownerArg, n, h.c.claimArg, nd.publish, h.lingerArg)).Slice()
+	v, err := nd.run(ctx, releaseScript, h.rk, h.ownerArg, n, h.c.claimArg, nd.publish, h.lingerArg).Slice()
 	if err != nil {
 		return released{}, err
 	}
@@ -192,7 +194,7 @@ type handOff struct {
 
 // leave runs leave.lua: h's owner stopped waiting.
 func (nd *node) leave(ctx context.Context, h *hold) error {
-	return nd.run(ctx, leaveScript, h.rk.scriptArgs(h.ownerArg, h.c.claimArg, nd.publish, h.lingerArg)).Err()
+	return nd.run(ctx, leaveScript, h.rk, h.ownerArg, h.c.claimArg, nd.publish, h.lingerArg).Err()
 }
 
 // leaseState is what a renewal learned of one lease: whether its owner

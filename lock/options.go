@@ -213,11 +213,15 @@ func (c *Client) CheckLockOptions(opts ...LockOption) error {
 // lockConfig applies opts over the Client's defaults and validates them.
 func (c *config) lockConfig(opts []LockOption) (lockConfig, error) {
 	lc := lockConfig{lease: c.lease}
-	for _, o := range opts {
-		if o == nil {
-			return lc, invalidf("nil lock option")
+	if len(opts) > 0 { // options get a copy, so that lc stays on the stack without them
+		set := lc
+		for _, o := range opts {
+			if o == nil {
+				return lc, invalidf("nil lock option")
+			}
+			o(&set)
 		}
-		o(&lc)
+		lc = set
 	}
 	return lc, lc.validate(c.driftFor(lc.lease))
 }

@@ -49,10 +49,12 @@ type pipe struct {
 	tasks *tasks
 	ctx   context.Context // of pipelines
 	watch *time.Timer     // runs stalled when the queue's first call may have waited stallAfter
+	flush func()          // p.sendAll, made once
 
 	mu       sync.Mutex
 	queue    []*request
-	queuedAt time.Time // when the queue's first call came
+	spare    []*request // an empty queue whose array a sender gave back, for the next
+	queuedAt time.Time  // when the queue's first call came
 	senders  int
 }
 
@@ -60,23 +62,37 @@ type pipe struct {
 type request struct {
 	ctx  context.Context
 	s    script
-	args []any
+	args []any // in buf: EVALSHA, the hash, the number of keys, the keys, the arguments
+	buf  [maxScriptArgs]any
 	cmd  *redis.Cmd
-	done chan struct{} // closed when cmd has its reply or error
+	done chan struct{} // capacity 1: signalled once cmd has its reply or error
 }
+
+// maxScriptArgs is the most arguments of a script call (acquire.lua's).
+const maxScriptArgs = 13
+
+// requests holds requests for reuse. A request goes back once its caller
+// took its reply, never while a sender may still use it: one whose caller
+// left is dropped.
+var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
 
 func newPipe(nd *node, t *tasks, background context.Context) *pipe {
 	p := &pipe{nd: nd, tasks: t, ctx: context.WithoutCancel(background)}
+	p.flush = p.sendAll
 	p.watch = time.AfterFunc(time.Hour, p.stalled)
 	p.watch.Stop()
 	return p
 }
 
-// run runs s with args (see script.run) and returns its command, or one
-// failed with ctx's error when ctx ends first; the command may then still
-// run in Redis, if a sender had taken it.
-func (p *pipe) run(ctx context.Context, s script, args []any) *redis.Cmd {
-	r := &request{ctx: ctx, s: s, args: args, done: make(chan struct{})}
+// run runs s on the keys rk with the arguments argv (see script.run) and
+// returns its command, or one failed with ctx's error when ctx ends first;
+// the command may then still run in Redis, if a sender had taken it. The
+// command's arguments are not kept (the request that held them is used
+// again): read only its reply.
+func (p *pipe) run(ctx context.Context, s script, rk redisKeys, argv []any) *redis.Cmd {
+	r := requests.Get().(*request)
+	r.ctx, r.s = ctx, s
+	r.args = append(append(r.buf[:0], rk.args...), argv...)
 	p.mu.Lock()
 	p.queue = append(p.queue, r)
 	start := p.senders < maxSenders
@@ -92,7 +108,11 @@ func (p *pipe) run(ctx context.Context, s script, args []any) *redis.Cmd {
 	}
 	select {
 	case <-r.done:
-		return r.cmd
+		cmd := r.cmd
+		r.ctx, r.args, r.cmd = nil, nil, nil
+		clear(r.buf[:])
+		requests.Put(r)
+		return cmd
 	case <-ctx.Done():
 		return failed(ctx, ctx.Err())
 	}
@@ -113,7 +133,7 @@ func (p *pipe) start(ctx context.Context) {
 		return
 	}
 	if ctx.Err() == nil {
-		p.flush()
+		p.sendAll()
 		return
 	}
 	p.mu.Lock()
@@ -140,12 +160,17 @@ func (p *pipe) stalled() {
 	p.start(p.ctx)
 }
 
-// flush sends the queue until it is empty, then frees its sender's slot.
-func (p *pipe) flush() {
+// sendAll sends the queue until it is empty, then frees its sender's
+// slot.
+func (p *pipe) sendAll() {
+	var sent []*request // the last batch, whose array serves a later queue
 	for {
 		p.mu.Lock()
+		if sent != nil && p.spare == nil {
+			p.spare = sent[:0]
+		}
 		batch := p.queue
-		p.queue = nil
+		p.queue, p.spare = p.spare, nil
 		if len(batch) == 0 {
 			p.senders--
 			p.mu.Unlock()
@@ -156,7 +181,7 @@ func (p *pipe) flush() {
 		for _, r := range batch {
 			if err := r.ctx.Err(); err != nil { // its caller is gone
 				r.cmd = failed(r.ctx, err)
-				close(r.done)
+				r.done <- struct{}{}
 				continue
 			}
 			live = append(live, r)
@@ -170,8 +195,10 @@ func (p *pipe) flush() {
 			p.send(live)
 		}
 		for _, r := range live {
-			close(r.done)
+			r.done <- struct{}{}
 		}
+		clear(batch)
+		sent = batch
 	}
 }
 

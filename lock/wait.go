@@ -230,9 +230,12 @@ func signal(ch chan struct{}) {
 // joins before its first attempt only where a subscription exists, so an
 // uncontended Lock sends no SUBSCRIBE.
 func (w *waiters) join(h *hold, subscribe bool) (*queue, *waiter, bool) {
-	channel := w.c.waitChannel(h.rk)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if len(w.queues) == 0 && !subscribe {
+		return nil, nil, false
+	}
+	channel := w.c.waitChannel(h.rk)
 	q := w.queues[channel]
 	if q == nil && !subscribe {
 		return nil, nil, false
@@ -382,7 +385,7 @@ func (c *Client) check(rk redisKeys, lease any) {
 	ctx, cancel := context.WithTimeout(c.life, cleanupTimeout)
 	defer cancel()
 	nd := c.nodes[0]
-	_ = nd.run(ctx, acquireScript, rk.scriptArgs(c.newOwner(), lease, 1, c.claimArg, checkMode, nd.publish)).Err()
+	_ = nd.run(ctx, acquireScript, rk, c.newOwner(), lease, 1, c.claimArg, checkMode, nd.publish).Err()
 }
 
 // close stops the idle timers; the subscribers close the subscriptions
