@@ -11,7 +11,6 @@
 --            r  the owner of the last full release
 --            q  1 when a wait queue may exist; 0 or missing: none does
 --            open, open_until  a turn open to any queued waiter (see below)
---            wo, wt  the waiter last told to watch a hand-off, and when (see watch)
 -- KEYS[2]  queue list: waiting owners in arrival order
 -- KEYS[3]  waits hash: waiting owner -> deadline (ms of Redis's clock),
 --          and '>' .. owner -> when it joined the queue (ms), for Inspect
@@ -157,14 +156,12 @@ local function write_lock(ttl, ...)
 end
 
 -- watcher returns a waiter to tell of a hand-off to o, so that it checks
--- after the claim window that o took the lock: the last one, or else the
--- one right behind o, if it is another Client's (if o's process died, so
--- did its other waiters). The last one stays queued, and so a watcher
--- (see watch), through the most hand-offs. Two look-ups, whatever the
--- queue's length.
+-- after the claim window that o took the lock: the waiter right behind o,
+-- or else the last one, if it is another Client's (if o's process died,
+-- so did its other waiters). Two look-ups, whatever the queue's length.
 local function watcher(o)
   local c = client_of(o)
-  for _, i in ipairs({-1, 1}) do
+  for _, i in ipairs({1, -1}) do
     local w = redis.call('LINDEX', KEYS[2], i)
     if w and client_of(w) ~= c then
       return w
@@ -173,25 +170,22 @@ local function watcher(o)
   return nil
 end
 
--- watch tells a watcher (see watcher) of the hand-off msg to o at now,
--- unless one told less than half a claim window ago is still queued and
--- of another Client than o's: that one tries when its window ends, finds
--- the lock held (by o, or by a later owner) and tries again when that
--- owner's window or lease ends, so it checks every hand-off made since it
--- was told, at most half a window later than a new watcher would. The
--- hash keeps the watcher told (wo) and when (wt). A key handed on from one
--- short hold to the next sends one message a hand-off, not two.
+-- watch tells a watcher of the hand-off msg at now to o (see watcher),
+-- unless it will try by itself within a claim window: its last attempt
+-- was told of a lease or turn that ends by then (its deadline, a claim
+-- window after that end, is at most two windows away). It then finds the
+-- lock held by o, or by a later owner, and tries again when that owner's
+-- window or lease ends: it checks the hand-off as if told. A key handed
+-- on from one short hold to the next, whose waiters queued behind holds
+-- of a claim window, sends one message a hand-off, not two.
 local function watch(o, msg, now, claim, publish)
-  local last = redis.call('HMGET', KEYS[1], 'wo', 'wt')
-  local wo = last[1]
-  if wo and wo ~= o and client_of(wo) ~= client_of(o) and now - tonumber(last[2] or '0') < claim / 2
-      and redis.call('HEXISTS', KEYS[3], wo) == 1 then
+  local w = watcher(o)
+  if not w then
     return
   end
-  local w = watcher(o)
-  if w then
+  local d = redis.call('HGET', KEYS[3], w)
+  if not d or tonumber(d) > now + 2 * claim then
     tell(publish, w, msg)
-    redis.call('HSET', KEYS[1], 'wo', w, 'wt', now)
   end
 end
 
