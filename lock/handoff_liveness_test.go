@@ -139,7 +139,7 @@ func TestWaiterToldShortHoldWatchesHandOffs(t *testing.T) {
 	waitQueued(t, rdb, key, 1)
 	waitSubscribed(t, rdb, key, 1)
 	time.Sleep(50 * time.Millisecond) // its attempt after the subscription made
-	first.release(t)                   // hands the key to second, for the claim window
+	first.release(t)                  // hands the key to second, for the claim window
 	second.held(t)
 
 	done, res := lockAsync(locktest.NewClient(t, srv.Client(t)), ctx, key, lock.WithMaxWait(holderLease+3*time.Second))
