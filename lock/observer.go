@@ -29,7 +29,8 @@ type Observer interface {
 	// span. The call's Redis commands and its wait run under it, so it must
 	// derive from ctx: its cancellation and deadline end the call (a Redis
 	// client's tracing hook then sees the span it carries as the parent of
-	// the commands).
+	// a command sent alone; the commands of concurrent calls to one Redis
+	// share a pipeline, sent under the Background context).
 	AcquireStarted(ctx context.Context, a Acquire) context.Context
 
 	// AcquireWaiting is called when a [Client.Lock] call found the key
@@ -54,7 +55,8 @@ type Observer interface {
 	// by its [UnlockFunc], by loss of the lease, or by [Client.Close]. ctx is
 	// the context AcquireEnded returned for that level, or one derived from
 	// it when an Observer that wraps another returned that; the Client
-	// also runs the unlock's Redis commands under it.
+	// also runs the unlock's Redis commands under it (as AcquireStarted
+	// says of a call's).
 	Released(ctx context.Context, r Release)
 
 	// Renewed is called after each watchdog batch of lease renewals.

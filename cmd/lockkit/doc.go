@@ -52,6 +52,8 @@
 // when the server has keyspace notifications on (notify-keyspace-events
 // with K, g, h, l and x, for instance "Kghlx"), every change of the lock's
 // keys. Without notifications it says so, and re-reads the lock when the
-// holder's lease would end; on a Redis Cluster, whose sharded channels
-// take no pattern, it then sees no hand-off or turn, and says that too.
+// holder's lease would end: a hand-off between two waiters of one process,
+// which needs no message, shows then; on a Redis Cluster, whose sharded
+// channels take no pattern, it sees no hand-off or turn, and says that
+// too.
 package main

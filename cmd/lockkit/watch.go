@@ -58,7 +58,7 @@ func runWatch(ctx context.Context, c *cli, args []string) int {
 	case !notified && cluster:
 		fmt.Fprintln(c.env.stderr, "lockkit watch: keyspace notifications are off on this Redis Cluster (notify-keyspace-events): a Cluster's sharded channels take no pattern, so watch sees neither a hand-off nor a turn, only the end of each lease or turn, when it reads the lock again; enable them on every master with CONFIG SET notify-keyspace-events Kghlx")
 	case !notified:
-		fmt.Fprintln(c.env.stderr, "lockkit watch: keyspace notifications are off on this Redis (notify-keyspace-events): only hand-offs, turns and lease ends are seen; enable them with CONFIG SET notify-keyspace-events Kghlx")
+		fmt.Fprintln(c.env.stderr, "lockkit watch: keyspace notifications are off on this Redis (notify-keyspace-events): only hand-offs between processes, turns and lease ends are seen; enable them with CONFIG SET notify-keyspace-events Kghlx")
 	}
 	last := ""
 	show := func(info lock.LockInfo) error {
