@@ -40,8 +40,9 @@
 //
 // Waiters do not poll: they sleep until the lock is handed to them over
 // Redis pub/sub (sharded pub/sub on Redis Cluster; one message to the
-// waiter's Client, however many Clients wait) or the holder's lease would
-// end, whichever comes first. Waiters queue in Redis, across all
+// waiter's Client, however many Clients wait, none when the releasing
+// Client is the waiter's own) or the holder's lease would end, whichever
+// comes first. Waiters queue in Redis, across all
 // Clients and processes, and get a released lock first come, first served:
 // the release script hands the lock to the next waiter, which starts
 // without another Redis call. The lock is handed over for a claim window of
