@@ -458,13 +458,21 @@ func (h *hold) releaseVotes(ctx context.Context, n int) votes {
 	}
 	rs := fanOutScripts(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
 		r, err := nd.release(ctx, h, n)
-		if err == nil && r.ok && n == 0 && len(c.nodes) == 1 {
-			c.wt.released(h.rk, r.next)
-			if r.next.owner != "" && !c.ownedBy(r.next.owner) {
-				c.wt.checkLater(h)
+		if n == 0 && len(c.nodes) == 1 {
+			switch {
+			case r.ok: // it ran (with an error: too few replicas confirmed it)
+				c.wt.released(h.rk, r.next)
+				if r.next.owner != "" && !c.ownedBy(r.next.owner) {
+					c.wt.checkLater(h)
+				}
+			case err != nil:
+				// It may have run, its reply lost, and handed the key to a
+				// waiter of this Client, which no message tells: the first
+				// one tries (see release.lua).
+				c.wt.released(h.rk, handOff{})
 			}
 		}
-		return r.ok, err
+		return r.ok && err == nil, err
 	}, func(ok bool) bool { return ok })
 	var v votes
 	for _, r := range rs {

@@ -2,7 +2,9 @@
 -- queue.lua, whose helpers are inserted below). If the lock was handed to
 -- it, or the free lock's turn was its own, the lock goes to the next waiter
 -- at once. Any other waiter's turn is left as it is, so waiters leaving
--- never extend a turn.
+-- never extend a turn; when the lock was handed to another waiter that has
+-- not confirmed yet, the watchers of that hand-off are told again (the one
+-- leaving may have been one).
 --
 -- ARGV[1]  owner
 -- ARGV[2]  claim window in milliseconds
@@ -26,6 +28,12 @@ if holds or (head and count == 0) then
   if not hand_off(ARGV[1], h[3], tonumber(ARGV[2]), ARGV[3]) and holds then
     let_go(ARGV[1], ARGV[4])
   end
+elseif queued and count > 0 and redis.call('HEXISTS', KEYS[3], h[1]) == 1 then
+  -- The lock was handed to h[1], which has not confirmed: the waiter
+  -- leaving may have been told to watch that hand-off, so the watchers now
+  -- are told instead (see watch).
+  local now = now_ms()
+  watch(h[1], ARGV[1] .. ' ' .. h[1] .. ' ' .. h[3] .. ' ' .. now, now, tonumber(ARGV[2]), ARGV[3])
 end
 if queued or holds then
   return 1

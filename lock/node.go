@@ -160,9 +160,17 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64
 // release runs release.lua: it moves h's owner to hold count n and reports
 // whether the owner still held the key and to which waiter, if any, it was
 // handed.
+//
+// With WithReplicaAck a release the replicas did not confirm fails with
+// ErrReplicaAck, but still reports what the script did (it ran on the
+// primary), so that a waiter it handed the key to is woken.
 func (nd *node) release(ctx context.Context, h *hold, n int) (released, error) {
-	v, err := nd.run(ctx, releaseScript, h.rk, h.ownerArg, n, h.c.claimArg, nd.publish, h.lingerArg).Slice()
-	if err != nil {
+	cmd := nd.run(ctx, releaseScript, h.rk, h.ownerArg, n, h.c.claimArg, nd.publish, h.lingerArg)
+	v, err := cmd.Slice()
+	if errors.Is(err, ErrReplicaAck) {
+		v, _ = cmd.Val().([]any)
+	}
+	if v == nil {
 		return released{}, err
 	}
 	r := released{ok: len(v) > 0 && v[0] == int64(1)}
@@ -175,7 +183,7 @@ func (nd *node) release(ctx context.Context, h *hold, n int) (released, error) {
 	default:
 		return released{}, fmt.Errorf("unexpected reply %v", v)
 	}
-	return r, nil
+	return r, err
 }
 
 // released is release.lua's reply.

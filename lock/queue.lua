@@ -155,37 +155,30 @@ local function write_lock(ttl, ...)
   end
 end
 
--- watcher returns a waiter to tell of a hand-off to o, so that it checks
--- after the claim window that o took the lock: the waiter right behind o,
--- or else the last one, if it is another Client's (if o's process died,
--- so did its other waiters). Two look-ups, whatever the queue's length.
-local function watcher(o)
-  local c = client_of(o)
+-- watch tells the watchers of the hand-off msg at now to o, so that they
+-- check after the claim window that o took the lock: the waiter right
+-- behind o and the last one, those of another Client than o's (if o's
+-- process died, so did its other waiters), one message per Client. Two,
+-- so that one dead or gone does not leave the hand-off unchecked. A
+-- watcher is not told when it will try by itself within a claim window:
+-- its last attempt was told of a lease or turn that ends by then (its
+-- deadline, a claim window after that end, is at most two windows away).
+-- It then finds the lock held by o, or by a later owner, and tries again
+-- when that owner's window or lease ends: it checks the hand-off as if
+-- told. A key handed on from one short hold to the next, whose waiters
+-- queued behind holds of a claim window, sends one message a hand-off, not
+-- three. Two look-ups, whatever the queue's length.
+local function watch(o, msg, now, claim, publish)
+  local told = {[client_of(o)] = true}
   for _, i in ipairs({1, -1}) do
     local w = redis.call('LINDEX', KEYS[2], i)
-    if w and client_of(w) ~= c then
-      return w
+    if w and not told[client_of(w)] then
+      told[client_of(w)] = true
+      local d = redis.call('HGET', KEYS[3], w)
+      if not d or tonumber(d) > now + 2 * claim then
+        tell(publish, w, msg)
+      end
     end
-  end
-  return nil
-end
-
--- watch tells a watcher of the hand-off msg at now to o (see watcher),
--- unless it will try by itself within a claim window: its last attempt
--- was told of a lease or turn that ends by then (its deadline, a claim
--- window after that end, is at most two windows away). It then finds the
--- lock held by o, or by a later owner, and tries again when that owner's
--- window or lease ends: it checks the hand-off as if told. A key handed
--- on from one short hold to the next, whose waiters queued behind holds
--- of a claim window, sends one message a hand-off, not two.
-local function watch(o, msg, now, claim, publish)
-  local w = watcher(o)
-  if not w then
-    return
-  end
-  local d = redis.call('HGET', KEYS[3], w)
-  if not d or tonumber(d) > now + 2 * claim then
-    tell(publish, w, msg)
   end
 end
 
@@ -208,7 +201,7 @@ end
 -- queue, with the window's end as deadline, until it confirms (its first
 -- renewal or an attempt): if it never does, the lock lapses and the next
 -- attempt after the window drops it. That attempt comes from a waiter told
--- of the hand-off: the watcher (see watch), or with all set (a hand-off
+-- of the hand-off: a watcher (see watch), or with all set (a hand-off
 -- whose caller does not check after the window itself: ForceUnlock's)
 -- every other Client with a queued waiter. Returns the waiter, the token and Redis's
 -- time in ms, or nil.

@@ -205,7 +205,7 @@ func (c *cli) message(m *redis.Message) error {
 	}
 	f := strings.Fields(m.Payload)
 	if len(f) == 0 || m.Payload == c.lastMsg {
-		return nil // a hand-off is told to its receiver's Client and to a watcher's
+		return nil // a hand-off is told to its receiver's Client and to watchers'
 	}
 	c.lastMsg = m.Payload
 	from := lock.ParseOwner(strings.TrimPrefix(f[0], "!"))
