@@ -462,7 +462,9 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 }
 
 func (c *Client) newOwner() string {
-	return c.id + ":" + strconv.FormatUint(c.seq.Add(1), 36)
+	var buf [80]byte // owners are at most 63 bytes (see clientID): one allocation, the string
+	b := append(append(buf[:0], c.id...), ':')
+	return string(strconv.AppendUint(b, c.seq.Add(1), 36))
 }
 
 // ownedBy reports whether owner o is one of c's ("<client id>:<seq>").

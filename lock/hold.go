@@ -64,15 +64,31 @@ type hold struct {
 type level struct {
 	h         *hold
 	prev      *level          // the level the caller's context carried, if any
-	held      context.Context // carries this level; cancelled when it ends
+	held      context.Context // carries this level (&carrier); cancelled when it ends
 	ctx       context.Context // returned to the caller (held, or the observer's)
 	cancel    context.CancelCauseFunc
 	start     time.Time
 	reentrant bool
 	unlocked  bool // guarded by h.mu; also set when an outer level was unlocked first
+	carrier   carrier
 }
 
 type levelKey struct{}
+
+// A carrier is a level's context: the level's cancellable context, with
+// the level as the value of levelKey{}. Kept in the level, it costs no
+// allocation of its own.
+type carrier struct {
+	context.Context
+	l *level
+}
+
+func (c *carrier) Value(key any) any {
+	if key == (levelKey{}) {
+		return c.l
+	}
+	return c.Context.Value(key)
+}
 
 type attemptResult struct {
 	ok        bool
@@ -329,7 +345,8 @@ func (h *hold) newLevelLocked(cl *call) *level {
 	cctx, cancel := context.WithCancelCause(cl.ctx)
 	l := &level{h: h, cancel: cancel, start: time.Now(), reentrant: len(h.levels) > 0}
 	l.prev, _ = cl.ctx.Value(levelKey{}).(*level)
-	l.held = context.WithValue(cctx, levelKey{}, l)
+	l.carrier = carrier{Context: cctx, l: l}
+	l.held = &l.carrier
 	l.ctx = l.held
 	if o := h.c.cfg.observer; o != nil {
 		cl.a.Wait, cl.a.Outcome, cl.a.Token = time.Since(cl.start), OutcomeAcquired, h.token

@@ -27,15 +27,6 @@ const pingTimeout = time.Second
 // busy loop.
 const receivePause = 100 * time.Millisecond
 
-// idleLimit is how many channels of keys no waiter waits for any more the
-// shared pub/sub connection stays subscribed to: their UNSUBSCRIBE is sent
-// when more pile up, all in one command, and a key waited for again meanwhile
-// needs no SUBSCRIBE. A Client that waits now and then for changing keys
-// then sends one SUBSCRIBE per key and nothing when a wait ends. Such a
-// channel gets no message: the scripts tell only Clients with a queued
-// waiter. Not in quorum mode, where a key's channel carries every release.
-const idleLimit = 32
-
 // subscriber keeps one node's subscriptions to the channels of the keys
 // this Client's waiters wait for. Its one goroutine sends the SUBSCRIBE
 // and UNSUBSCRIBE commands in the order they were asked for, so no Lock
@@ -52,7 +43,6 @@ type subscriber struct {
 	// Used by the goroutine only.
 	shared  *redis.PubSub            // one connection carries every channel
 	sharded map[string]*redis.PubSub // Redis Cluster: one sharded subscription per channel
-	idle    map[string]bool          // subscribed on shared, no waiter (see idleLimit)
 }
 
 type subOp struct {
@@ -61,7 +51,7 @@ type subOp struct {
 }
 
 func newSubscriber(w *waiters, nd *node) *subscriber {
-	return &subscriber{w: w, nd: nd, kick: make(chan struct{}, 1), sharded: make(map[string]*redis.PubSub), idle: make(map[string]bool)}
+	return &subscriber{w: w, nd: nd, kick: make(chan struct{}, 1), sharded: make(map[string]*redis.PubSub)}
 }
 
 // ask queues a subscription (on) or its end for channel.
@@ -114,25 +104,12 @@ func (s *subscriber) apply(op subOp) {
 			delete(s.sharded, op.channel)
 			_ = ps.Close()
 		}
-	case op.on && s.idle[op.channel]: // still subscribed: as confirmed
-		delete(s.idle, op.channel)
-		s.w.dispatch(&redis.Subscription{Kind: "subscribe", Channel: op.channel})
 	case op.on:
 		if s.shared == nil {
 			s.shared = rdb.Subscribe(life)
 			s.w.listen(s.shared)
 		}
 		_ = s.shared.Subscribe(life, op.channel)
-	case s.shared != nil && s.w.c.claim > 0:
-		s.idle[op.channel] = true
-		if len(s.idle) > idleLimit {
-			chans := make([]string, 0, len(s.idle))
-			for ch := range s.idle {
-				chans = append(chans, ch)
-			}
-			clear(s.idle)
-			_ = s.shared.Unsubscribe(life, chans...)
-		}
 	case s.shared != nil:
 		_ = s.shared.Unsubscribe(life, op.channel)
 	}
