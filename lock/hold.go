@@ -467,7 +467,7 @@ func (h *hold) release(ctx context.Context, n int) error {
 
 // releaseVotes runs release.lua on every node and tallies the answers.
 // With one node, a final release wakes this process's waiter the key was
-// handed to as soon as Redis answers: it need not wait for the message.
+// handed to as soon as Redis answers (see releaseReplied).
 func (h *hold) releaseVotes(ctx context.Context, n int) votes {
 	c := h.c
 	if n == 0 {
@@ -475,20 +475,6 @@ func (h *hold) releaseVotes(ctx context.Context, n int) votes {
 	}
 	rs := fanOutScripts(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
 		r, err := nd.release(ctx, h, n)
-		if n == 0 && len(c.nodes) == 1 {
-			switch {
-			case r.ok: // it ran (with an error: too few replicas confirmed it)
-				c.wt.released(h.rk, r.next)
-				if r.next.owner != "" && !c.ownedBy(r.next.owner) {
-					c.wt.checkLater(h)
-				}
-			case err != nil:
-				// It may have run, its reply lost, and handed the key to a
-				// waiter of this Client, which no message tells: the first
-				// one tries (see release.lua).
-				c.wt.released(h.rk, handOff{})
-			}
-		}
 		return r.ok && err == nil, err
 	}, func(ok bool) bool { return ok })
 	var v votes

@@ -97,10 +97,31 @@ func newNode(rdb redis.UniversalClient, cfg config) (*node, error) {
 // the same round trip, and fails the command with ErrReplicaAck when too
 // few replicas confirm.
 func (nd *node) run(ctx context.Context, s script, rk redisKeys, argv ...any) *redis.Cmd {
+	return nd.runThen(ctx, s, nil, nil, rk, argv...)
+}
+
+// A replied acts on the reply of a script call for hold h as soon as it
+// comes, in the goroutine that reads it (a sender of the pipe, or the
+// call's own), before the caller sees it, and even when the caller has
+// stopped waiting.
+type replied func(h *hold, cmd *redis.Cmd)
+
+// runThen is run, with then called on the reply (see replied) unless it
+// is nil.
+func (nd *node) runThen(ctx context.Context, s script, h *hold, then replied, rk redisKeys, argv ...any) *redis.Cmd {
 	if nd.pipe != nil {
-		return nd.pipe.run(ctx, s, rk, argv)
+		return nd.pipe.run(ctx, s, h, then, rk, argv)
 	}
-	args := rk.scriptArgs(argv...)
+	cmd := nd.send(ctx, s, rk.scriptArgs(argv...))
+	if then != nil {
+		then(h, cmd)
+	}
+	return cmd
+}
+
+// send sends a script call with args (see script.run) itself, for a node
+// without a pipe.
+func (nd *node) send(ctx context.Context, s script, args []any) *redis.Cmd {
 	if nd.acks == 0 {
 		return s.run(ctx, nd.rdb, args)
 	}
@@ -161,11 +182,41 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64
 // whether the owner still held the key and to which waiter, if any, it was
 // handed.
 //
-// With WithReplicaAck a release the replicas did not confirm fails with
-// ErrReplicaAck, but still reports what the script did (it ran on the
-// primary), so that a waiter it handed the key to is woken.
+// A final release on the one node acts on its reply as soon as it comes
+// (see releaseReplied).
 func (nd *node) release(ctx context.Context, h *hold, n int) (released, error) {
-	cmd := nd.run(ctx, releaseScript, h.rk, h.ownerArg, n, h.c.claimArg, nd.publish, h.lingerArg)
+	var then replied
+	if n == 0 && len(h.c.nodes) == 1 {
+		then = releaseReplied
+	}
+	return parseReleased(nd.runThen(ctx, releaseScript, h, then, h.rk, h.ownerArg, n, h.c.claimArg, nd.publish, h.lingerArg))
+}
+
+// releaseReplied acts on the reply of a final release on the one node as
+// soon as it comes (see replied): it wakes this process's waiter the key
+// was handed to, which no message tells, and has a hand-off to another
+// Client's waiter checked after the claim window; when the release failed
+// (it may have run, its reply lost) this process's first waiter of the key
+// tries (see release.lua).
+func releaseReplied(h *hold, cmd *redis.Cmd) {
+	c := h.c
+	r, err := parseReleased(cmd)
+	switch {
+	case r.ok: // it ran (with an error: too few replicas confirmed it)
+		c.wt.released(h.rk, r.next)
+		if r.next.owner != "" && !c.ownedBy(r.next.owner) {
+			c.wt.checkLater(h)
+		}
+	case err != nil:
+		c.wt.released(h.rk, handOff{})
+	}
+}
+
+// parseReleased reads release.lua's reply. With WithReplicaAck a release
+// the replicas did not confirm fails with ErrReplicaAck, but still
+// reports what the script did (it ran on the primary), so that a waiter
+// it handed the key to is woken.
+func parseReleased(cmd *redis.Cmd) (released, error) {
 	v, err := cmd.Slice()
 	if errors.Is(err, ErrReplicaAck) {
 		v, _ = cmd.Val().([]any)

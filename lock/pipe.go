@@ -64,6 +64,8 @@ type request struct {
 	s    script
 	args []any // in buf: EVALSHA, the hash, the number of keys, the keys, the arguments
 	buf  [maxScriptArgs]any
+	h    *hold
+	then replied // run by the sender on the reply, if not nil
 	cmd  *redis.Cmd
 	done chan struct{} // capacity 1: signalled once cmd has its reply or error
 }
@@ -87,11 +89,12 @@ func newPipe(nd *node, t *tasks, background context.Context) *pipe {
 // run runs s on the keys rk with the arguments argv (see script.run) and
 // returns its command, or one failed with ctx's error when ctx ends first;
 // the command may then still run in Redis, if a sender had taken it. The
-// command's arguments are not kept (the request that held them is used
-// again): read only its reply.
-func (p *pipe) run(ctx context.Context, s script, rk redisKeys, argv []any) *redis.Cmd {
+// sender calls then, unless nil, with h on the reply before the caller sees
+// it (see replied). The command's arguments are not kept (the request that
+// held them is used again): read only its reply.
+func (p *pipe) run(ctx context.Context, s script, h *hold, then replied, rk redisKeys, argv []any) *redis.Cmd {
 	r := requests.Get().(*request)
-	r.ctx, r.s = ctx, s
+	r.ctx, r.s, r.h, r.then = ctx, s, h, then
 	r.args = append(append(r.buf[:0], rk.args...), argv...)
 	p.mu.Lock()
 	p.queue = append(p.queue, r)
@@ -109,7 +112,7 @@ func (p *pipe) run(ctx context.Context, s script, rk redisKeys, argv []any) *red
 	select {
 	case <-r.done:
 		cmd := r.cmd
-		r.ctx, r.args, r.cmd = nil, nil, nil
+		r.ctx, r.args, r.h, r.then, r.cmd = nil, nil, nil, nil, nil
 		clear(r.buf[:])
 		requests.Put(r)
 		return cmd
@@ -195,6 +198,9 @@ func (p *pipe) sendAll() {
 			p.send(live)
 		}
 		for _, r := range live {
+			if r.then != nil {
+				r.then(r.h, r.cmd)
+			}
 			r.done <- struct{}{}
 		}
 		clear(batch)
