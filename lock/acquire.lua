@@ -8,7 +8,9 @@
 -- ARGV[5]  mode: 0 one attempt; 1 the caller waits: a failed attempt
 --          joins the queue; 2 a confirmation, which never takes the lock;
 --          3 a check, which never takes the lock either but drops waiters
---          that missed their turn (see the queue part)
+--          that missed their turn (see the queue part); 4 a watch: the
+--          caller, a Client that closes, will not check a hand-off it made,
+--          so every Client with a queued waiter is told to (see watch)
 -- ARGV[6]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 --
 -- The count is set to the target, not incremented, so a command retried
@@ -50,6 +52,13 @@ end
 
 --[[queue.lua]]
 
+if ARGV[5] == '4' then
+  if count > 0 and redis.call('HEXISTS', KEYS[3], h[1]) == 1 then -- handed, not confirmed
+    local now = now_ms()
+    tell_queue(ARGV[6], ARGV[1] .. ' ' .. h[1] .. ' ' .. h[3] .. ' ' .. now, client_of(h[1]))
+  end
+  return {0, 0}
+end
 local claim = tonumber(ARGV[4])
 local waits = claim > 0 and ARGV[5] == '1'
 local check = ARGV[5] == '3'
@@ -84,20 +93,7 @@ end
 local queued = claim > 0 and (flagged or not h[1]) and redis.call('EXISTS', KEYS[2]) == 1
 if queued then
   local now = now_ms()
-  local o, d, dropped = first(now)
-  if dropped and o then
-    -- The waiters before o missed their turns: o's begins now. Their
-    -- process is most likely dead, and so may be the processes of the
-    -- waiters behind them: after a grace of a tenth of the window, which
-    -- lets a live o take its turn, the lock goes to the first queued waiter
-    -- that asks until o's turn ends, so that dead processes do not hold it
-    -- up one claim window each.
-    d = announce(o, now, claim, ARGV[6], ARGV[1])
-    redis.call('HSET', KEYS[1], 'open', now + math.floor(claim / 10), 'open_until', d, 'q', 1)
-    if redis.call('PTTL', KEYS[1]) < claim then
-      redis.call('PEXPIRE', KEYS[1], claim)
-    end
-  end
+  local o, d = next_turn(now, claim, ARGV[6], ARGV[1])
   if check then
     return {0, 0}
   end

@@ -165,8 +165,10 @@ func isNil(rdb redis.UniversalClient) bool {
 // Close ends every lock still held: its context is cancelled with cause
 // [ErrClosed], its lease is no longer renewed, and Close releases its key
 // in Redis, best effort (a key Redis did not confirm releasing lapses within
-// its lease). It wakes every waiting Lock with ErrClosed and stops the
-// Client's goroutines.
+// its lease). It wakes every waiting Lock with ErrClosed, has the waiters
+// of other Clients check the keys it handed over in the last claim window
+// (1 s), which it can no longer check itself, and stops the Client's
+// goroutines.
 //
 // Close returns within 1 s whatever Redis does: a Redis call still under
 // way then ends in the background when the Redis client gives up (its read
@@ -188,7 +190,7 @@ func (c *Client) Close() error {
 	c.closeCalls()
 	holds := c.wd.closeAll()
 	c.releaseAll(holds, deadline.Add(-closeTimeout/2))
-	c.wt.close()
+	c.handOverChecks(c.wt.close(), deadline.Add(-closeTimeout/4))
 	c.tasks.close(time.Until(deadline))
 	return nil
 }
@@ -442,13 +444,13 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 		c.reportWaiting(cl, res.position)
 		res, err = c.wt.wait(ctx, h, q, me, confirmed, res)
 	}
+	if q != nil { // first, so that what leaving the queue in Redis tells this process reaches its next waiter
+		c.wt.leave(q, me)
+	}
 	if !res.ok && (!cl.a.Try || h.mayHold) {
 		// The owner is given up for good: out of the queue, passing on its
 		// turn, and released where an attempt may have taken the key.
 		c.jan.abandon(h, h.mayHold, leaveWait)
-	}
-	if q != nil {
-		c.wt.leave(q, me)
 	}
 	switch {
 	case cutOff(ctx, err):

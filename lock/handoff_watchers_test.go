@@ -21,14 +21,14 @@ type queued struct {
 }
 
 // A key is handed to a dead waiter at the front of the queue, and the
-// releasing Client closes at once, as on a deploy, so that its own check
-// of the hand-off is gone. The hand-off tells two watchers, the waiter
-// right behind the receiver and the last one, so that one dead does not
-// leave it unchecked, and a waiter that leaves while the key is handed to
-// one that has not confirmed has them told again. Whatever the others do,
-// the live waiter must get the key within two claim windows ("a released
-// key whose next waiters are dead or gone is obtainable within two claim
-// windows", also when the releasing process closes).
+// releasing Client closes at once, as on a deploy: its pending check of
+// the hand-off goes to every Client with a queued waiter. Whatever the
+// others do, the live waiter must get the key within two claim windows ("a
+// released key whose next waiters are dead or gone is obtainable within
+// two claim windows", also when the releasing process closes). The cases
+// where the releasing process dies instead are
+// TestLiveWaiterBetweenKilledProcesses and
+// TestReleaserDiesAfterHandOffToDeadWaiter.
 func TestWatchersOfHandOffToDeadWaiter(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -38,6 +38,9 @@ func TestWatchersOfHandOffToDeadWaiter(t *testing.T) {
 		{"dead last", []queued{{dead: "deadA:1"}, {live: true}, {dead: "deadW:1"}}},
 		{"watchers give up", []queued{{dead: "deadA:1"}, {givesUp: true}, {live: true}, {givesUp: true}}},
 		{"releaser's own waiter last", []queued{{dead: "deadA:1"}, {live: true}, {own: true}}},
+		{"receiver's process on both sides", []queued{{dead: "deadA:1"}, {dead: "deadA:2"}, {live: true}, {dead: "deadA:3"}}},
+		{"one dead process on both sides", []queued{{dead: "deadA:1"}, {dead: "deadB:1"}, {live: true}, {dead: "deadB:2"}}},
+		{"two dead processes on both sides", []queued{{dead: "deadA:1"}, {dead: "deadB:1"}, {live: true}, {dead: "deadC:1"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, rdb := newReal(t)

@@ -4,7 +4,8 @@
 -- at once. Any other waiter's turn is left as it is, so waiters leaving
 -- never extend a turn; when the lock was handed to another waiter that has
 -- not confirmed yet, the watchers of that hand-off are told again (the one
--- leaving may have been one).
+-- leaving may have been one), and when the lock is free, waiters at the
+-- front that missed their turns are dropped (see next_turn).
 --
 -- ARGV[1]  owner
 -- ARGV[2]  claim window in milliseconds
@@ -24,8 +25,11 @@ end
 local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't')
 local count = tonumber(h[2] or '0')
 local holds = h[1] == ARGV[1] and count > 0
+local claim = tonumber(ARGV[2])
 if holds or (head and count == 0) then
-  if not hand_off(ARGV[1], h[3], tonumber(ARGV[2]), ARGV[3]) and holds then
+  -- No releasing Client checks this hand-off after the window: every
+  -- Client with a queued waiter is told to.
+  if not hand_off(ARGV[1], h[3], claim, ARGV[3], true) and holds then
     let_go(ARGV[1], ARGV[4])
   end
 elseif queued and count > 0 and redis.call('HEXISTS', KEYS[3], h[1]) == 1 then
@@ -33,7 +37,12 @@ elseif queued and count > 0 and redis.call('HEXISTS', KEYS[3], h[1]) == 1 then
   -- leaving may have been told to watch that hand-off, so the watchers now
   -- are told instead (see watch).
   local now = now_ms()
-  watch(h[1], ARGV[1] .. ' ' .. h[1] .. ' ' .. h[3] .. ' ' .. now, now, tonumber(ARGV[2]), ARGV[3])
+  watch(h[1], ARGV[1] .. ' ' .. h[1] .. ' ' .. h[3] .. ' ' .. now, now, claim, ARGV[3])
+elseif queued and count == 0 then
+  -- The lock is free: a hand-off or turn of the waiter at the front may
+  -- have lapsed unnoticed, and the waiter leaving may have been told to
+  -- check it. It checks now.
+  next_turn(now_ms(), claim, ARGV[3], ARGV[1])
 end
 if queued or holds then
   return 1

@@ -324,11 +324,13 @@ func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 }
 
 // Modes of acquire.lua besides an attempt: a confirmation sets the lease
-// of an owner in place; a check drops waiters that missed their turn.
-// Neither takes the lock.
+// of an owner in place; a check drops waiters that missed their turn; a
+// watch has every Client with a queued waiter check a hand-off. None takes
+// the lock.
 const (
 	confirm   = 2
 	checkMode = 3
+	watchMode = 4
 )
 
 // releaseAll releases every hold of holds to count 0 in one pipeline,

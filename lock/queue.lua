@@ -156,30 +156,38 @@ local function write_lock(ttl, ...)
 end
 
 -- watch tells the watchers of the hand-off msg at now to o, so that they
--- check after the claim window that o took the lock: the waiter right
--- behind o and the last one, those of another Client than o's (if o's
--- process died, so did its other waiters), one message per Client. Two,
--- so that one dead or gone does not leave the hand-off unchecked. A
--- watcher is not told when it will try by itself within a claim window:
--- its last attempt was told of a lease or turn that ends by then (its
--- deadline, a claim window after that end, is at most two windows away).
--- It then finds the lock held by o, or by a later owner, and tries again
--- when that owner's window or lease ends: it checks the hand-off as if
--- told. A key handed on from one short hold to the next, whose waiters
--- queued behind holds of a claim window, sends one message a hand-off, not
--- three. Two look-ups, whatever the queue's length.
+-- check after the claim window that o took the lock: the first waiters of
+-- the first two other Clients than o's among the 16 behind o, and the
+-- last waiter, if of yet another Client (if o's process died, so did its
+-- other waiters; two and the last, so that another dead process, or a
+-- waiter giving up, does not leave the hand-off unchecked). A watcher is
+-- not told when it will try by itself within a claim window: its last
+-- attempt was told of a lease or turn that ends by then (its deadline, a
+-- claim window after that end, is at most two windows away). It then
+-- finds the lock held by o, or by a later owner, and tries again when that
+-- owner's window or lease ends: it checks the hand-off as if told. A key
+-- handed on from one short hold to the next, whose waiters queued behind
+-- holds of a claim window, sends one message a hand-off, not up to four.
 local function watch(o, msg, now, claim, publish)
   local told = {[client_of(o)] = true}
-  for _, i in ipairs({1, -1}) do
-    local w = redis.call('LINDEX', KEYS[2], i)
+  local found = 0
+  local function consider(w)
     if w and not told[client_of(w)] then
       told[client_of(w)] = true
+      found = found + 1
       local d = redis.call('HGET', KEYS[3], w)
       if not d or tonumber(d) > now + 2 * claim then
         tell(publish, w, msg)
       end
     end
   end
+  for _, w in ipairs(redis.call('LRANGE', KEYS[2], 1, 16)) do
+    consider(w)
+    if found == 2 then
+      break
+    end
+  end
+  consider(redis.call('LINDEX', KEYS[2], -1))
 end
 
 -- announce starts owner o's turn after waiters before it missed theirs,
@@ -191,6 +199,27 @@ local function announce(o, now, claim, publish, from)
   redis.call('HSET', KEYS[3], o, d)
   tell_queue(publish, from .. ' ' .. o, nil)
   return d
+end
+
+-- next_turn drops the waiters at the front of the queue that missed their
+-- turns (see first) and, if any was, starts the turn of the first live one
+-- (see announce), open to any queued waiter from a tenth of the window on:
+-- their processes are most likely dead, and so may be the processes of the
+-- waiters behind them; after that grace, which lets a live one take its
+-- turn, the lock goes to the first queued waiter that asks until the turn
+-- ends, so that dead processes do not hold it up one claim window each.
+-- from is the owner whose call does it. Returns the first live waiter, its
+-- deadline and whether any was dropped.
+local function next_turn(now, claim, publish, from)
+  local o, d, dropped = first(now)
+  if dropped and o then
+    d = announce(o, now, claim, publish, from)
+    redis.call('HSET', KEYS[1], 'open', now + math.floor(claim / 10), 'open_until', d, 'q', 1)
+    if redis.call('PTTL', KEYS[1]) < claim then
+      redis.call('PEXPIRE', KEYS[1], claim)
+    end
+  end
+  return o, d, dropped
 end
 
 -- hand_off gives the free lock to the first live waiter, if any, for the

@@ -33,7 +33,7 @@ type waiters struct {
 	subs   []*subscriber // per node
 	mu     sync.Mutex    // never held over a Redis call
 	queues map[string]*queue
-	checks map[string]*time.Timer // by lock key: a check due after a hand-off (see checkLater)
+	checks map[string]*pendingCheck // by lock key: a check due after a hand-off (see checkLater)
 	closed bool
 }
 
@@ -53,10 +53,11 @@ type waiter struct {
 	wake  chan struct{}      // capacity 1: try now, or see given
 	soon  chan time.Duration // capacity 1: another Client's waiter has the key or the turn; try after this, if it is gone
 	given handOff            // guarded by waiters.mu: the key was handed to this waiter
+	watch time.Time          // used by the waiting goroutine: when it tries because of soon; zero once it tried
 }
 
 func newWaiters(c *Client) *waiters {
-	w := &waiters{c: c, queues: make(map[string]*queue), checks: make(map[string]*time.Timer)}
+	w := &waiters{c: c, queues: make(map[string]*queue), checks: make(map[string]*pendingCheck)}
 	for _, nd := range c.nodes {
 		w.subs = append(w.subs, newSubscriber(w, nd))
 	}
@@ -104,6 +105,7 @@ func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confi
 			if time.Until(due) > d {
 				due = time.Now().Add(d)
 				retry.Reset(d)
+				me.watch = due
 			}
 			continue
 		case <-retry.C:
@@ -124,6 +126,7 @@ func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confi
 			continue
 		}
 		sent := time.Now()
+		me.watch = time.Time{}
 		res, err := h.attempt(ctx, true)
 		if err != nil && ctx.Err() != nil {
 			// Cut off: the key was held at the last answer; but a retry
@@ -276,11 +279,32 @@ func (w *waiters) leave(q *queue, me *waiter) {
 		if wasFirst && w.c.claim == 0 {
 			signal(q.list[0].wake) // the next one tries in its place
 		}
+		if d, ok := me.pendingWatch(); ok { // the next one checks in its place
+			select {
+			case q.list[0].soon <- d:
+			default: // it has a check of its own to make
+			}
+		}
 	case w.closed:
 		delete(w.queues, q.channel)
 	default:
 		q.idle = time.AfterFunc(linger, func() { w.drop(q) })
 	}
+}
+
+// pendingWatch returns when, from now, the check me was told to make
+// (see queue.turn) is due, if it has not made it: a notice it has not
+// read, or one it was waiting for when it left.
+func (me *waiter) pendingWatch() (time.Duration, bool) {
+	select {
+	case d := <-me.soon:
+		return d, true
+	default:
+	}
+	if me.watch.IsZero() {
+		return 0, false
+	}
+	return max(time.Until(me.watch), 0), true
 }
 
 // drop unsubscribes from q's channel unless a waiter came meanwhile.
@@ -370,27 +394,56 @@ func (w *waiters) checkLater(h *hold) {
 	if w.closed || w.checks[h.rk.lock] != nil {
 		return
 	}
-	rk, lease := h.rk, h.leaseArg
-	w.checks[rk.lock] = time.AfterFunc(claimWindow+5*time.Millisecond, func() {
+	pc := &pendingCheck{rk: h.rk, lease: h.leaseArg}
+	pc.timer = time.AfterFunc(claimWindow+5*time.Millisecond, func() {
 		w.mu.Lock()
-		delete(w.checks, rk.lock)
+		delete(w.checks, pc.rk.lock)
 		w.mu.Unlock()
-		w.c.tasks.run(func() { w.c.check(rk, lease) })
+		w.c.tasks.run(func() { w.c.check(pc.rk, pc.lease, checkMode) })
 	})
+	w.checks[pc.rk.lock] = pc
+}
+
+// A pendingCheck is a check after a hand-off that is not due yet.
+type pendingCheck struct {
+	timer *time.Timer
+	rk    redisKeys
+	lease any
 }
 
 // check runs acquire.lua's check mode on rk's key, bounded by
 // cleanupTimeout. A failure is left alone: the waiters' own timers remain.
-func (c *Client) check(rk redisKeys, lease any) {
+func (c *Client) check(rk redisKeys, lease any, mode int) {
 	ctx, cancel := context.WithTimeout(c.life, cleanupTimeout)
 	defer cancel()
 	nd := c.nodes[0]
-	_ = nd.run(ctx, acquireScript, rk, c.newOwner(), lease, 1, c.claimArg, checkMode, nd.publish).Err()
+	_ = nd.run(ctx, acquireScript, rk, c.newOwner(), lease, 1, c.claimArg, mode, nd.publish).Err()
 }
 
-// close stops the idle timers; the subscribers close the subscriptions
-// when the Client's life ends, and their listeners end with them.
-func (w *waiters) close() {
+// handOverChecks has every Client with a queued waiter of the keys of
+// pending, checks Close dropped, watch the hand-offs they were for
+// (acquire.lua's watch mode), in one pipeline, waiting for Redis until
+// deadline: a Client that closes right after releasing (a deploy) must
+// not leave a hand-off to a dead waiter unchecked.
+func (c *Client) handOverChecks(pending []*pendingCheck, deadline time.Time) {
+	if len(pending) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(c.life), deadline)
+	defer cancel()
+	fanOut(c, ctx, 0, func(ctx context.Context, nd *node) (struct{}, error) {
+		nd.pipelined(ctx, len(pending), func(i int) (script, []string, []any) {
+			pc := pending[i]
+			return acquireScript, pc.rk.keys(), []any{c.newOwner(), pc.lease, 1, c.claimArg, watchMode, nd.publish}
+		})
+		return struct{}{}, nil
+	}, nil)
+}
+
+// close stops the idle timers and the checks not due yet, which it
+// returns; the subscribers close the subscriptions when the Client's life
+// ends, and their listeners end with them.
+func (w *waiters) close() []*pendingCheck {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closed = true
@@ -399,7 +452,11 @@ func (w *waiters) close() {
 			q.idle.Stop()
 		}
 	}
-	for _, t := range w.checks {
-		t.Stop()
+	var pending []*pendingCheck
+	for _, pc := range w.checks {
+		if pc.timer.Stop() {
+			pending = append(pending, pc)
+		}
 	}
+	return pending
 }
