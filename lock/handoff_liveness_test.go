@@ -400,54 +400,70 @@ func (c *gatedConn) Close() error {
 // A waiter gives up while the key is handed to it (it has not heard of
 // the hand-off yet: its pub/sub path is slow). Its Client takes it out of
 // the queue with leave.lua, which hands the key on to the next waiter, here
-// one whose process is dead. That hand-off is made by no release, so no
-// Client checks it: the releasing Client's check ran (or runs) while the
-// dead waiter still held the key. A live waiter of a third Client behind it
-// must still get the key within two claim windows.
+// one whose process is dead. No release made that hand-off, so no
+// releasing Client checks it: leave.lua tells every Client with a queued
+// waiter. A live waiter of a third Client behind it must still get the key
+// within two claim windows, also with the dead process's waiters on both
+// sides of it.
 func TestWaiterLeavingHandsToDeadWaiterUnchecked(t *testing.T) {
-	srv, rdb := newReal(t)
-	ctx := context.Background()
-	const key = "ho-leave-handoff"
-	holder := locktest.NewClient(t, srv.Client(t))
-	gate := newPubsubGate()
-	grdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Dialer: gate.dialer})
-	t.Cleanup(func() { _ = grdb.Close() })
-	quitter := locktest.NewClient(t, grdb)
-	t.Cleanup(gate.release) // before the Clients close
+	for _, tc := range []struct {
+		name        string
+		ahead, last []string // dead waiters queued before and after the live one
+	}{
+		{"one dead waiter", []string{"dead:1"}, nil},
+		{"dead waiters around the live one", []string{"dead:1", "dead:2"}, []string{"dead:3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, rdb := newReal(t)
+			ctx := context.Background()
+			key := "ho-leave-handoff-" + randKey()
+			holder := locktest.NewClient(t, srv.Client(t))
+			gate := newPubsubGate()
+			grdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Dialer: gate.dialer})
+			t.Cleanup(func() { _ = grdb.Close() })
+			quitter := locktest.NewClient(t, grdb)
+			t.Cleanup(gate.release) // before the Clients close
 
-	_, unlock := locktest.MustLock(t, holder, ctx, key, lock.WithLease(holderLease))
-	qctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	qdone, qres := lockAsync(quitter, qctx, key)
-	waitQueued(t, rdb, key, 1)
-	queueDeadWaiter(t, rdb, key, "dead:1")
-	wdone, wres := lockAsync(locktest.NewClient(t, srv.Client(t)), ctx, key, lock.WithMaxWait(holderLease+3*time.Second))
-	waitQueued(t, rdb, key, 3)
-	waitSubscribed(t, rdb, key, 2)
-	time.Sleep(50 * time.Millisecond)
+			_, unlock := locktest.MustLock(t, holder, ctx, key, lock.WithLease(holderLease))
+			qctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			qdone, qres := lockAsync(quitter, qctx, key)
+			waitQueued(t, rdb, key, 1)
+			for _, o := range tc.ahead {
+				queueDeadWaiter(t, rdb, key, o)
+			}
+			wdone, wres := lockAsync(locktest.NewClient(t, srv.Client(t)), ctx, key, lock.WithMaxWait(holderLease+3*time.Second))
+			waitQueued(t, rdb, key, int64(2+len(tc.ahead)))
+			for _, o := range tc.last {
+				queueDeadWaiter(t, rdb, key, o)
+			}
+			waitSubscribed(t, rdb, key, 2)
+			time.Sleep(50 * time.Millisecond)
 
-	gate.shut()
-	if err := unlock(); err != nil { // to the quitter, which does not hear of it
-		t.Fatal(err)
+			gate.shut()
+			if err := unlock(); err != nil { // to the quitter, which does not hear of it
+				t.Fatal(err)
+			}
+			released := time.Now()
+			time.Sleep(300 * time.Millisecond)
+			cancel()
+			within(t, qdone, 2*time.Second, "the quitter")
+			if qres.err == nil {
+				t.Fatal("premise: the quitter got the key although its pub/sub was held back")
+			}
+			deadline := time.Now().Add(2 * time.Second)
+			for ownerIn(t, rdb, key) != "dead:1" {
+				if time.Now().After(deadline) {
+					t.Fatalf("the quitter's leave did not hand the key to the dead waiter (owner %q)", ownerIn(t, rdb, key))
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			handed := time.Now()
+			t.Logf("quitter gave up %v after the release; dead waiter handed the key %v after it", handed.Sub(released)-300*time.Millisecond, handed.Sub(released))
+			gate.release()
+			waitTaken(t, wdone, wres, handed, 2500*time.Millisecond, "live waiter of a third Client")
+		})
 	}
-	released := time.Now()
-	time.Sleep(300 * time.Millisecond)
-	cancel()
-	within(t, qdone, 2*time.Second, "the quitter")
-	if qres.err == nil {
-		t.Fatal("premise: the quitter got the key although its pub/sub was held back")
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for ownerIn(t, rdb, key) != "dead:1" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the quitter's leave did not hand the key to the dead waiter (owner %q)", ownerIn(t, rdb, key))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	handed := time.Now()
-	t.Logf("quitter gave up %v after the release; dead waiter handed the key %v after it", handed.Sub(released)-300*time.Millisecond, handed.Sub(released))
-	gate.release()
-	waitTaken(t, wdone, wres, handed, 2500*time.Millisecond, "live waiter of a third Client")
 }
 
 // On Redis Cluster the releasing Client's check (acquire.lua's check
