@@ -94,7 +94,7 @@ func TestFaults(t *testing.T) {
 			start: startSentinel, inject: injectFailovers, check: checkFailover,
 		},
 		{
-			name: "cluster master killed", sections: 200, lease: time.Second, long: time.Minute, exposed: 2,
+			name: "cluster master killed", sections: 400, lease: time.Second, long: time.Minute, exposed: 2,
 			start: startCluster, inject: injectRestarts(2), check: checkRestart,
 		},
 	} {
