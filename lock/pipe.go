@@ -19,10 +19,15 @@ import (
 const maxSenders = 2
 
 // stallAfter is how long the first call of the queue waits for the senders
-// in flight before one more starts: a connection that stopped answering
-// holds up the calls queued behind its command no longer than that, and a
-// healthy Redis answers a pipeline of lock scripts far sooner.
-const stallAfter = 50 * time.Millisecond
+// in flight before one more starts: so a call waits for other calls' round
+// trips no longer than that, whether their connection stopped answering or
+// Redis is far away. A healthy Redis nearby answers a pipeline of lock
+// scripts sooner, so calls still share round trips under load. With 50 ms,
+// a call behind two round trips of 100 ms waited up to 50 ms before its
+// own: a 150 ms lease, whose validity the wait counts against, was not
+// obtained by six concurrent callers within a second
+// (TestCallsDoNotWaitForOtherRoundTrips).
+const stallAfter = time.Millisecond
 
 // pipe sends the script calls of one Client to one Redis, and lets
 // concurrent calls share round trips. Every call queues; when fewer than
@@ -31,9 +36,12 @@ const stallAfter = 50 * time.Millisecond
 // again and again until the queue is empty: a lone call as one command
 // under its own context, as go-redis would send it, several as one
 // pipeline. Under load a round trip then carries many calls, which saves
-// the Client and Redis a system call or more per command. Calls are sent
-// in the order they came: a sender frees its slot only when the queue is
-// empty, and a new one starts only then (or for a stall, below).
+// the Client and Redis a system call or more per command. Calls leave in
+// the order they came: a sender frees its slot only when the queue is
+// empty, and a new one starts only then (or for a stall, below, which may
+// send a call while an earlier one is still in flight on a slow
+// connection: the janitor's second cleanup is there for a call cut short
+// that Redis runs after its cleanup).
 //
 // The caller waits for its reply in its own goroutine, until its context
 // is done: so Redis calls keep their callers' deadlines however long

@@ -2,8 +2,9 @@ package lock_test
 
 // The Client's pipe (lock/pipe.go): concurrent script calls share round
 // trips, a lone call runs under its caller's context, a queue stuck behind
-// silent senders gets another, a queued call ends with its context and is
-// then never sent, and queued calls go in the order they came.
+// silent senders gets another, calls do not wait for other calls' round
+// trips, and queued calls go in the order they came (pipe_internal_test.go:
+// a queued call whose context ended is never sent).
 
 import (
 	"context"
@@ -196,8 +197,8 @@ func TestLoneCallRunsUnderCallersContext(t *testing.T) {
 
 // While both senders' commands hang (a connection that stopped answering),
 // a call of another key still gets through, on a sender started for the
-// stalled queue, within well under a second; a queued call whose context
-// ends first returns at its deadline and is never sent.
+// stalled queue, within milliseconds; a call that then hangs too returns
+// at its deadline.
 func TestStalledSendersDoNotHoldQueue(t *testing.T) {
 	_, rdb := newReal(t)
 	w := &wire{hold: "lockkit:{pipe-stuck}", free: make(chan struct{})}
@@ -214,30 +215,30 @@ func TestStalledSendersDoNotHoldQueue(t *testing.T) {
 		awaitTakes(t, w, "lockkit:{pipe-stuck}", i+1)
 	}
 
-	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	defer cancel()
 	start := time.Now()
-	_, _, err := c.Lock(short, "pipe-short")
-	took := time.Since(start)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("a queued call with a 20 ms deadline: %v, want context.DeadlineExceeded", err)
-	}
-	if took > 20*time.Millisecond+slack {
-		t.Errorf("a queued call with a 20 ms deadline returned after %v", took)
-	}
-
-	start = time.Now()
 	_, unlock, err := c.Lock(ctx, "pipe-free")
-	took = time.Since(start)
+	took := time.Since(start)
 	t.Logf("a call behind two stuck senders got its key in %v", took)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took > 500*time.Millisecond {
-		t.Errorf("a call behind two stuck senders took %v, want well under 1 s (a sender starts after 50 ms)", took)
+	if took > 50*time.Millisecond {
+		t.Errorf("a call behind two stuck senders took %v, want a few ms (a sender starts after 1 ms)", took)
 	}
 	if err := unlock(); err != nil {
 		t.Fatal(err)
+	}
+
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	_, _, err = c.Lock(short, "pipe-stuck")
+	took = time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a call with a 20 ms deadline that hangs too: %v, want context.DeadlineExceeded", err)
+	}
+	if took > 20*time.Millisecond+slack {
+		t.Errorf("a call with a 20 ms deadline that hangs too returned after %v", took)
 	}
 	close(w.free)
 	for range 2 {
@@ -245,9 +246,40 @@ func TestStalledSendersDoNotHoldQueue(t *testing.T) {
 			t.Errorf("held-back TryLock: %v", err)
 		}
 	}
-	if n := w.count("lockkit:{pipe-short}"); n != 0 {
-		t.Errorf("the acquisition whose context ended while queued was sent %d times, want never", n)
+}
+
+// On a Redis 100 ms away, calls that come while both senders wait for
+// their round trips do not wait for those to end: each is sent within a
+// few milliseconds, so a 150 ms lease, whose validity a call that waited
+// for a round trip before its own would outlast, is still obtained by
+// every one of six concurrent callers, again and again.
+func TestCallsDoNotWaitForOtherRoundTrips(t *testing.T) {
+	_, rdb := newReal(t)
+	rdb.AddHook(latency{100 * time.Millisecond})
+	c := locktest.NewClient(t, rdb)
+	warm(t, c)
+	const lease = 150 * time.Millisecond
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("pipe-slow-%d", i)
+			for range 3 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				start := time.Now()
+				_, unlock, err := c.Lock(ctx, key, lock.WithLease(lease))
+				took := time.Since(start)
+				cancel()
+				if err != nil {
+					t.Errorf("%s: a %v lease over a 100 ms round trip, after %v: %v", key, lease, took, err)
+					return
+				}
+				_ = unlock()
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 // Calls that queue behind busy senders are sent in the order they came.
