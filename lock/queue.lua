@@ -170,24 +170,34 @@ end
 -- holds of a claim window, sends one message a hand-off, not up to four.
 local function watch(o, msg, now, claim, publish)
   local told = {[client_of(o)] = true}
-  local found = 0
+  local ws = {}
   local function consider(w)
     if w and not told[client_of(w)] then
       told[client_of(w)] = true
-      found = found + 1
-      local d = redis.call('HGET', KEYS[3], w)
-      if not d or tonumber(d) > now + 2 * claim then
-        tell(publish, w, msg)
-      end
+      ws[#ws + 1] = w
     end
   end
-  for _, w in ipairs(redis.call('LRANGE', KEYS[2], 1, 16)) do
+  local behind = redis.call('LRANGE', KEYS[2], 1, 16)
+  for _, w in ipairs(behind) do
     consider(w)
-    if found == 2 then
+    if #ws == 2 then
       break
     end
   end
-  consider(redis.call('LINDEX', KEYS[2], -1))
+  if #behind < 16 then -- the whole queue: its last is the last behind o
+    consider(behind[#behind])
+  else
+    consider(redis.call('LINDEX', KEYS[2], -1))
+  end
+  if #ws == 0 then
+    return
+  end
+  local ds = redis.call('HMGET', KEYS[3], unpack(ws))
+  for i, w in ipairs(ws) do
+    if not ds[i] or tonumber(ds[i]) > now + 2 * claim then
+      tell(publish, w, msg)
+    end
+  end
 end
 
 -- announce starts owner o's turn after waiters before it missed theirs,

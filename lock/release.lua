@@ -58,15 +58,14 @@ if claim == 0 then
   redis.call(ARGV[4], KEYS[4], ARGV[1])
   return {1}
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  -- An owner the lock was handed to is still first in the queue.
-  if unwait(ARGV[1]) then
-    redis.call('LREM', KEYS[2], 1, ARGV[1])
-  end
-  local o, tok, now = hand_off(ARGV[1], h[3], claim, ARGV[4], false, true)
-  if o then
-    return {1, o, tok, now}
-  end
+-- The queue flag is set (the common cases took the rest); the queue may
+-- be gone, which hand_off finds.
+if unwait(ARGV[1]) then -- handed the lock, still first in the queue
+  redis.call('LREM', KEYS[2], 1, ARGV[1])
+end
+local o, tok, now = hand_off(ARGV[1], h[3], claim, ARGV[4], false, true)
+if o then
+  return {1, o, tok, now}
 end
 let_go(ARGV[1], ARGV[5])
 return {1}
