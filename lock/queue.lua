@@ -158,10 +158,11 @@ end
 -- watch tells the watchers of the hand-off msg at now to o, so that they
 -- check after the claim window that o took the lock: the first waiters of
 -- the first two other Clients than o's among the 16 behind o, and the
--- last waiter, if of yet another Client (if o's process died, so did its
--- other waiters; two and the last, so that another dead process, or a
--- waiter giving up, does not leave the hand-off unchecked). A watcher is
--- not told when it will try by itself within a claim window: its last
+-- last waiter of yet another Client among the last 16 (if o's process
+-- died, so did its other waiters; two and a last one, so that another
+-- dead process, or a waiter giving up, does not leave the hand-off
+-- unchecked). A watcher is not told when it will try by itself within a
+-- claim window: its last
 -- attempt was told of a lease or turn that ends by then (its deadline, a
 -- claim window after that end, is at most two windows away). It then
 -- finds the lock held by o, or by a later owner, and tries again when that
@@ -184,10 +185,15 @@ local function watch(o, msg, now, claim, publish)
       break
     end
   end
-  if #behind < 16 then -- the whole queue: its last is the last behind o
-    consider(behind[#behind])
-  else
-    consider(redis.call('LINDEX', KEYS[2], -1))
+  local tail = behind -- the whole queue behind o, when it holds fewer than 16
+  if #behind == 16 then
+    tail = redis.call('LRANGE', KEYS[2], -16, -1)
+  end
+  for i = #tail, 1, -1 do -- the last waiter of a Client not told yet
+    if not told[client_of(tail[i])] then
+      consider(tail[i])
+      break
+    end
   end
   if #ws == 0 then
     return
