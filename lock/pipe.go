@@ -40,8 +40,8 @@ const stallAfter = time.Millisecond
 // the order they came: a sender frees its slot only when the queue is
 // empty, and a new one starts only then (or for a stall, below, which may
 // send a call while an earlier one is still in flight on a slow
-// connection: the janitor's second cleanup is there for a call cut short
-// that Redis runs after its cleanup).
+// connection: the janitor cleans up twice for a call cut short that Redis
+// may run after its first cleanup; see docs/design.md, "The janitor").
 //
 // The caller waits for its reply in its own goroutine, until its context
 // is done: so Redis calls keep their callers' deadlines however long
