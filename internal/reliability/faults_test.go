@@ -70,7 +70,7 @@ func TestFaults(t *testing.T) {
 			inject: injectResets,
 		},
 		{
-			name: "Redis restarts", sections: 200, lease: time.Second, long: time.Minute, exposed: 2,
+			name: "Redis restarts", sections: 400, lease: time.Second, long: time.Minute, exposed: 2,
 			inject: injectRestarts(3), check: checkRestart,
 		},
 		{
@@ -90,7 +90,7 @@ func TestFaults(t *testing.T) {
 			start: direct("--maxmemory", "4mb", "--maxmemory-policy", "noeviction", "--enable-debug-command", "local"), inject: injectFull, check: checkFull,
 		},
 		{
-			name: "Sentinel failovers", sections: 200, lease: 2 * time.Second, long: 1500 * time.Millisecond, replicaAck: 1, exposed: 2,
+			name: "Sentinel failovers", sections: 400, lease: 2 * time.Second, long: 1500 * time.Millisecond, replicaAck: 1, exposed: 2,
 			start: startSentinel, inject: injectFailovers, check: checkFailover,
 		},
 		{
