@@ -162,13 +162,13 @@ end
 -- died, so did its other waiters; two and a last one, so that another
 -- dead process, or a waiter giving up, does not leave the hand-off
 -- unchecked). A watcher is not told when it will try by itself within a
--- claim window: its last
--- attempt was told of a lease or turn that ends by then (its deadline, a
--- claim window after that end, is at most two windows away). It then
--- finds the lock held by o, or by a later owner, and tries again when that
--- owner's window or lease ends: it checks the hand-off as if told. A key
--- handed on from one short hold to the next, whose waiters queued behind
--- holds of a claim window, sends one message a hand-off, not up to four.
+-- claim window: its last attempt was told of a lease or turn that ends by
+-- then (its deadline, a claim window after that end, is at most two
+-- windows away). It then finds the lock held by o, or by a later owner,
+-- and tries again when that owner's window or lease ends: it checks the
+-- hand-off as if told. A key handed on from one short hold to the next,
+-- whose waiters queued behind holds of a claim window, sends one message a
+-- hand-off, not up to four.
 local function watch(o, msg, now, claim, publish)
   local told = {[client_of(o)] = true}
   local ws = {}
@@ -189,9 +189,10 @@ local function watch(o, msg, now, claim, publish)
   if #behind == 16 then
     tail = redis.call('LRANGE', KEYS[2], -16, -1)
   end
+  local before = #ws
   for i = #tail, 1, -1 do -- the last waiter of a Client not told yet
-    if not told[client_of(tail[i])] then
-      consider(tail[i])
+    consider(tail[i])
+    if #ws > before then
       break
     end
   end
