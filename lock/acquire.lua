@@ -53,9 +53,9 @@ end
 --[[queue.lua]]
 
 if ARGV[5] == '4' then
-  if count > 0 and redis.call('HEXISTS', KEYS[3], h[1]) == 1 then -- handed, not confirmed
-    local now = now_ms()
-    tell_queue(ARGV[6], ARGV[1] .. ' ' .. h[1] .. ' ' .. h[3] .. ' ' .. now, client_of(h[1]))
+  local msg = unconfirmed(h, ARGV[1])
+  if msg then
+    tell_queue(ARGV[6], msg, client_of(h[1]))
   end
   return {0, 0}
 end

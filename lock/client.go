@@ -201,10 +201,18 @@ func (c *Client) releaseAll(holds []*hold, deadline time.Time) {
 	if len(holds) == 0 {
 		return
 	}
+	c.onEveryNode(deadline, func(ctx context.Context, nd *node) { nd.releaseAll(ctx, holds) })
+}
+
+// onEveryNode runs f on every node under the Client's background context
+// (its values, not its end, which Close has brought) bounded by deadline,
+// and returns when all are done or the deadline passed (see fanOut): the
+// last writes of Close.
+func (c *Client) onEveryNode(deadline time.Time, f func(context.Context, *node)) {
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(c.life), deadline)
 	defer cancel()
 	fanOut(c, ctx, 0, func(ctx context.Context, nd *node) (struct{}, error) {
-		nd.releaseAll(ctx, holds)
+		f(ctx, nd)
 		return struct{}{}, nil
 	}, nil)
 }

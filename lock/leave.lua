@@ -32,13 +32,15 @@ if holds or (head and count == 0) then
   if not hand_off(ARGV[1], h[3], claim, ARGV[3], true) and holds then
     let_go(ARGV[1], ARGV[4])
   end
-elseif queued and count > 0 and redis.call('HEXISTS', KEYS[3], h[1]) == 1 then
-  -- The lock was handed to h[1], which has not confirmed: the waiter
+elseif queued and count > 0 then
+  -- If the lock was handed to h[1], which has not confirmed, the waiter
   -- leaving may have been told to watch that hand-off, so the watchers now
   -- are told instead (see watch).
-  local now = now_ms()
-  watch(h[1], ARGV[1] .. ' ' .. h[1] .. ' ' .. h[3] .. ' ' .. now, now, claim, ARGV[3])
-elseif queued and count == 0 then
+  local msg, now = unconfirmed(h, ARGV[1])
+  if msg then
+    watch(h[1], msg, now, claim, ARGV[3])
+  end
+elseif queued then
   -- The lock is free: a hand-off or turn of the waiter at the front may
   -- have lapsed unnoticed, and the waiter leaving may have been told to
   -- check it. It checks now.

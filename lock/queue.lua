@@ -124,6 +124,24 @@ local function tell(publish, o, msg)
   redis.call(publish, KEYS[4] .. ':' .. client_of(o), msg)
 end
 
+-- hand_off_msg is the message of a hand-off to owner o with token tok at
+-- Redis's time now, by owner from: "<from> <owner> <token> <ms>".
+local function hand_off_msg(from, o, tok, now)
+  return from .. ' ' .. o .. ' ' .. tok .. ' ' .. now
+end
+
+-- unconfirmed returns, when the lock (h: its hash's o, n and t) was
+-- handed to an owner that has not confirmed yet (it is still in the waits
+-- hash), the message of that hand-off as from would tell it, and Redis's
+-- time; else nil.
+local function unconfirmed(h, from)
+  if tonumber(h[2] or '0') == 0 or redis.call('HEXISTS', KEYS[3], h[1]) == 0 then
+    return nil
+  end
+  local now = now_ms()
+  return hand_off_msg(from, h[1], h[3], now), now
+end
+
 -- tell_queue sends msg to every Client with a queued waiter, once each,
 -- but the Client skip (nil: none).
 local function tell_queue(publish, msg, skip)
@@ -173,8 +191,9 @@ local function watch(o, msg, now, claim, publish)
   local told = {[client_of(o)] = true}
   local ws = {}
   local function consider(w)
-    if w and not told[client_of(w)] then
-      told[client_of(w)] = true
+    local c = client_of(w)
+    if not told[c] then
+      told[c] = true
       ws[#ws + 1] = w
     end
   end
@@ -265,7 +284,7 @@ local function hand_off(from, last, claim, publish, all, replied)
     redis.call('PEXPIRE', KEYS[3], claim)
     redis.call('PEXPIRE', KEYS[2], claim)
   end
-  local msg = from .. ' ' .. o .. ' ' .. s .. ' ' .. now
+  local msg = hand_off_msg(from, o, s, now)
   if not (replied and client_of(o) == client_of(from)) then
     tell(publish, o, msg)
   end

@@ -399,7 +399,7 @@ func (w *waiters) checkLater(h *hold) {
 		w.mu.Lock()
 		delete(w.checks, pc.rk.lock)
 		w.mu.Unlock()
-		w.c.tasks.run(func() { w.c.check(pc.rk, pc.lease, checkMode) })
+		w.c.tasks.run(func() { w.c.check(pc.rk, pc.lease) })
 	})
 	w.checks[pc.rk.lock] = pc
 }
@@ -413,11 +413,11 @@ type pendingCheck struct {
 
 // check runs acquire.lua's check mode on rk's key, bounded by
 // cleanupTimeout. A failure is left alone: the waiters' own timers remain.
-func (c *Client) check(rk redisKeys, lease any, mode int) {
+func (c *Client) check(rk redisKeys, lease any) {
 	ctx, cancel := context.WithTimeout(c.life, cleanupTimeout)
 	defer cancel()
 	nd := c.nodes[0]
-	_ = nd.run(ctx, acquireScript, rk, c.newOwner(), lease, 1, c.claimArg, mode, nd.publish).Err()
+	_ = nd.run(ctx, acquireScript, rk, c.newOwner(), lease, 1, c.claimArg, checkMode, nd.publish).Err()
 }
 
 // handOverChecks has every Client with a queued waiter of the keys of
@@ -429,15 +429,12 @@ func (c *Client) handOverChecks(pending []*pendingCheck, deadline time.Time) {
 	if len(pending) == 0 {
 		return
 	}
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(c.life), deadline)
-	defer cancel()
-	fanOut(c, ctx, 0, func(ctx context.Context, nd *node) (struct{}, error) {
+	c.onEveryNode(deadline, func(ctx context.Context, nd *node) {
 		nd.pipelined(ctx, len(pending), func(i int) (script, []string, []any) {
 			pc := pending[i]
 			return acquireScript, pc.rk.keys(), []any{c.newOwner(), pc.lease, 1, c.claimArg, watchMode, nd.publish}
 		})
-		return struct{}{}, nil
-	}, nil)
+	})
 }
 
 // close stops the idle timers and the checks not due yet, which it
