@@ -102,8 +102,13 @@ func (nd *node) run(ctx context.Context, s script, rk redisKeys, argv ...any) *r
 
 // A replied acts on the reply of a script call for hold h as soon as it
 // comes, in the goroutine that reads it (a sender of the pipe, or the
-// call's own), before the caller sees it, and even when the caller has
-// stopped waiting.
+// call's own), even when the caller has stopped waiting. A sender calls it
+// just after it tells the caller: Go's scheduler runs the goroutine made
+// ready last first, so the waiter a release hands the key to runs before
+// the releasing caller goes on, and releases sooner. Calling it before
+// telling the caller cost a contended acquisition 6% more time
+// (BenchmarkContended, 8 runs alternated, benchstat: 105.4 against
+// 99.4 µs).
 type replied func(h *hold, cmd *redis.Cmd)
 
 // runThen is run, with then called on the reply (see replied) unless it
