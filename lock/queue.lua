@@ -119,6 +119,21 @@ local function first(now)
   return o, d, dropped
 end
 
+-- front is first(now) for a hand-off: it reads the first 17 waiters in
+-- one call and, when the first is live (the common case), returns them as
+-- well, so that watch need not read the queue again.
+local function front(now)
+  local head = redis.call('LRANGE', KEYS[2], 0, 16)
+  if head[1] then
+    local d = tonumber(redis.call('HGET', KEYS[3], head[1]) or '0')
+    if d > now then
+      return head[1], d, head
+    end
+  end
+  local o, d = first(now)
+  return o, d, nil
+end
+
 -- tell sends msg to the Client of owner o, on its channel of the lock.
 local function tell(publish, o, msg)
   redis.call(publish, KEYS[4] .. ':' .. client_of(o), msg)
@@ -187,7 +202,8 @@ end
 -- hand-off as if told. A key handed on from one short hold to the next,
 -- whose waiters queued behind holds of a claim window, sends one message a
 -- hand-off, not up to four.
-local function watch(o, msg, now, claim, publish)
+local function watch(o, msg, now, claim, publish, head)
+  head = head or redis.call('LRANGE', KEYS[2], 0, 16) -- o first, as a hand-off leaves it
   local told = {[client_of(o)] = true}
   local ws = {}
   local function consider(w)
@@ -197,19 +213,18 @@ local function watch(o, msg, now, claim, publish)
       ws[#ws + 1] = w
     end
   end
-  local behind = redis.call('LRANGE', KEYS[2], 1, 16)
-  for _, w in ipairs(behind) do
-    consider(w)
+  for i = 2, #head do
+    consider(head[i])
     if #ws == 2 then
       break
     end
   end
-  local tail = behind -- the whole queue behind o, when it holds fewer than 16
-  if #behind == 16 then
-    tail = redis.call('LRANGE', KEYS[2], -16, -1)
+  local tail, from = head, 2 -- the whole queue behind o, when it holds fewer than 16
+  if #head == 17 then
+    tail, from = redis.call('LRANGE', KEYS[2], -16, -1), 1
   end
   local before = #ws
-  for i = #tail, 1, -1 do -- the last waiter of a Client not told yet
+  for i = #tail, from, -1 do -- the last waiter of a Client not told yet
     consider(tail[i])
     if #ws > before then
       break
@@ -272,17 +287,22 @@ end
 -- time in ms, or nil.
 local function hand_off(from, last, claim, publish, all, replied)
   local now = now_ms()
-  local o = first(now)
+  local o, d, head = front(now)
   if not o then
     return nil
   end
   local tok, s = next_token(last)
   write_lock(claim, 'o', o, 'n', 1, 't', s, 'r', from, 'q', 1, 'open', 0)
   redis.call('HSET', KEYS[3], o, now + claim)
-  local ttl = redis.call('PTTL', KEYS[3])
-  if ttl >= 0 and ttl < claim then -- the queue lives until the window ends
-    redis.call('PEXPIRE', KEYS[3], claim)
-    redis.call('PEXPIRE', KEYS[2], claim)
+  -- The queue lives until the window ends: it does already when o's
+  -- deadline was later (the queue keys live until the latest deadline
+  -- enqueue set; 1 ms for the rounding of their TTLs).
+  if d <= now + claim + 1 then
+    local ttl = redis.call('PTTL', KEYS[3])
+    if ttl >= 0 and ttl < claim then
+      redis.call('PEXPIRE', KEYS[3], claim)
+      redis.call('PEXPIRE', KEYS[2], claim)
+    end
   end
   local msg = hand_off_msg(from, o, s, now)
   if not (replied and client_of(o) == client_of(from)) then
@@ -291,7 +311,7 @@ local function hand_off(from, last, claim, publish, all, replied)
   if all then
     tell_queue(publish, msg, client_of(o))
   else
-    watch(o, msg, now, claim, publish)
+    watch(o, msg, now, claim, publish, head)
   end
   return o, tok, now
 end
