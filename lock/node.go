@@ -102,14 +102,15 @@ func (nd *node) run(ctx context.Context, s script, rk redisKeys, argv ...any) *r
 
 // A replied acts on the reply of a script call for hold h as soon as it
 // comes, in the goroutine that reads it (a sender of the pipe, or the
-// call's own), even when the caller has stopped waiting. A sender calls it
-// just after it tells the caller: Go's scheduler runs the goroutine made
-// ready last first, so the waiter a release hands the key to runs before
-// the releasing caller goes on, and releases sooner. Calling it before
-// telling the caller cost a contended acquisition 6% more time
-// (BenchmarkContended, 8 runs alternated, benchstat: 105.4 against
-// 99.4 µs).
-type replied func(h *hold, cmd *redis.Cmd)
+// call's own), before the caller sees it, and even when the caller has
+// stopped waiting. It returns the wake channel of a waiter to signal, or
+// nil, which is signalled just after the caller is told: Go's scheduler
+// runs the goroutine made ready last first, so the waiter a release hands
+// the key to runs before the releasing caller goes on, and releases
+// sooner. Waking it before telling the caller cost a contended acquisition
+// 6% more time (BenchmarkContended, 8 runs alternated, benchstat: 105.4
+// against 99.4 µs).
+type replied func(h *hold, cmd *redis.Cmd) chan struct{}
 
 // runThen is run, with then called on the reply (see replied) unless it
 // is nil.
@@ -119,7 +120,9 @@ func (nd *node) runThen(ctx context.Context, s script, h *hold, then replied, rk
 	}
 	cmd := nd.send(ctx, s, rk.scriptArgs(argv...))
 	if then != nil {
-		then(h, cmd)
+		if wake := then(h, cmd); wake != nil {
+			signal(wake)
+		}
 	}
 	return cmd
 }
@@ -198,23 +201,25 @@ func (nd *node) release(ctx context.Context, h *hold, n int) (released, error) {
 }
 
 // releaseReplied acts on the reply of a final release on the one node as
-// soon as it comes (see replied): it wakes this process's waiter the key
-// was handed to, which no message tells, and has a hand-off to another
-// Client's waiter checked after the claim window; when the release failed
-// (it may have run, its reply lost) this process's first waiter of the key
-// tries (see release.lua).
-func releaseReplied(h *hold, cmd *redis.Cmd) {
+// soon as it comes (see replied): it has a hand-off to another Client's
+// waiter checked after the claim window, before the releasing caller
+// could close the Client, and returns the wake channel of this process's
+// waiter the key was handed to, which no message tells; when the release
+// failed (it may have run, its reply lost), that of this process's first
+// waiter of the key, which tries (see release.lua).
+func releaseReplied(h *hold, cmd *redis.Cmd) chan struct{} {
 	c := h.c
 	r, err := parseReleased(cmd)
 	switch {
 	case r.ok: // it ran (with an error: too few replicas confirmed it)
-		c.wt.released(h.rk, r.next)
 		if r.next.owner != "" && !c.ownedBy(r.next.owner) {
 			c.wt.checkLater(h)
 		}
+		return c.wt.toWake(h.rk, r.next)
 	case err != nil:
-		c.wt.released(h.rk, handOff{})
+		return c.wt.toWake(h.rk, handOff{})
 	}
+	return nil
 }
 
 // parseReleased reads release.lua's reply. With WithReplicaAck a release

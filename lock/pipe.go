@@ -97,9 +97,10 @@ func newPipe(nd *node, t *tasks, background context.Context) *pipe {
 // run runs s on the keys rk with the arguments argv (see script.run) and
 // returns its command, or one failed with ctx's error when ctx ends first;
 // the command may then still run in Redis, if a sender had taken it. The
-// sender calls then, unless nil, with h on the reply just after it tells
-// the caller (see replied). The command's arguments are not kept (the
-// request that held them is used again): read only its reply.
+// sender calls then, unless nil, with h on the reply before the caller sees
+// it, and wakes the waiter it returns just after (see replied). The
+// command's arguments are not kept (the request that held them is used
+// again): read only its reply.
 func (p *pipe) run(ctx context.Context, s script, h *hold, then replied, rk redisKeys, argv []any) *redis.Cmd {
 	r := requests.Get().(*request)
 	r.ctx, r.s, r.h, r.then = ctx, s, h, then
@@ -206,10 +207,13 @@ func (p *pipe) sendAll() {
 			p.send(live)
 		}
 		for _, r := range live {
-			then, h, cmd := r.then, r.h, r.cmd
+			var wake chan struct{}
+			if r.then != nil {
+				wake = r.then(r.h, r.cmd)
+			}
 			r.done <- struct{}{} // from here on r may serve another call
-			if then != nil {
-				then(h, cmd)
+			if wake != nil {
+				signal(wake)
 			}
 		}
 		clear(batch)

@@ -166,38 +166,45 @@ func retryAfter(remaining time.Duration) time.Duration {
 // as the message would: next is the waiter it was handed to, or none when
 // there is no queue in Redis or nobody waited.
 func (w *waiters) released(rk redisKeys, next handOff) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.queues) == 0 {
-		return
-	}
-	q := w.queues[w.c.waitChannel(rk)]
-	if q == nil {
-		return
-	}
-	if next.owner != "" {
-		q.turn(next)
-		return
-	}
-	if len(q.list) > 0 {
-		signal(q.list[0].wake)
+	if wake := w.toWake(rk, next); wake != nil {
+		signal(wake)
 	}
 }
 
-// turn wakes the waiter the key was handed to (next.token set) or given
-// the turn, if it is this process's. When it is another Client's, the
-// first waiter here learns when to try in case that waiter is gone: just
-// after the claim window for a hand-off (told to this Client as the
-// watcher of the queue), when the turn opens to any queued waiter for a
-// turn (told to every Client). Called with waiters.mu held.
-func (q *queue) turn(next handOff) {
+// toWake is released but for the wake-up itself: it returns the wake
+// channel of the waiter to signal, or nil.
+func (w *waiters) toWake(rk redisKeys, next handOff) chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.queues) == 0 {
+		return nil
+	}
+	q := w.queues[w.c.waitChannel(rk)]
+	switch {
+	case q == nil:
+		return nil
+	case next.owner != "":
+		return q.turn(next)
+	case len(q.list) > 0:
+		return q.list[0].wake
+	}
+	return nil
+}
+
+// turn returns the wake channel of the waiter the key was handed to
+// (next.token set, which it notes) or given the turn, if it is this
+// process's. When it is another Client's, the first waiter here learns
+// when to try in case that waiter is gone: just after the claim window for
+// a hand-off (told to this Client as the watcher of the queue), when the
+// turn opens to any queued waiter for a turn (told to every Client).
+// Called with waiters.mu held.
+func (q *queue) turn(next handOff) chan struct{} {
 	for _, wt := range q.list {
 		if wt.owner == next.owner {
 			if next.token != 0 {
 				wt.given = next
 			}
-			signal(wt.wake)
-			return
+			return wt.wake
 		}
 	}
 	if len(q.list) > 0 {
@@ -210,6 +217,7 @@ func (q *queue) turn(next handOff) {
 		default:
 		}
 	}
+	return nil
 }
 
 // isFirst reports whether me is this process's first waiter of q's key.
@@ -338,7 +346,9 @@ func (w *waiters) dispatch(msg any) {
 		from, rest, named := strings.Cut(m.Payload, " ")
 		switch {
 		case named:
-			q.turn(parseTurn(rest))
+			if wake := q.turn(parseTurn(rest)); wake != nil {
+				signal(wake)
+			}
 		case !w.c.ownedBy(from) && len(q.list) > 0:
 			signal(q.list[0].wake)
 		}
