@@ -22,8 +22,9 @@
 //
 // Replicas that share a Redis and a job name form one job. They keep time
 // by Redis's clock: with a [lock.Client] as the Locker, a Scheduler
-// measures how far its host's clock is off Redis's (TIME) when it starts
-// and every 30 s ([Scheduler.ClockOffset]), and fires and works out ticks
+// measures how far its host's clock is off Redis's (TIME, over the
+// shortest of three round trips) when it starts and every 30 s
+// ([Scheduler.ClockOffset]), and fires and works out ticks
 // by its clock corrected by that offset. At every tick each replica's cron
 // fires, and each replica:
 //

@@ -33,7 +33,8 @@ func (s *Scheduler) ahead() time.Duration {
 
 // ClockOffset returns how far Redis's clock (TIME) was ahead of this
 // Scheduler's clock at the last measurement (negative: behind), measured
-// at [Scheduler.Start] and every 30 s, and false before the first
+// at [Scheduler.Start] and every 30 s over the shortest of three round
+// trips, to within half of it, and false before the first
 // measurement or when the Locker cannot tell Redis's time (a [lock.Client]
 // can). The Scheduler fires and works out ticks by its clock corrected by
 // this offset, so that replicas agree on ticks whatever their hosts'
@@ -62,19 +63,34 @@ func (s *Scheduler) watchClock(rc redisClock) {
 	}()
 }
 
-// measureOffset asks Redis for its time and compares it with the
-// Scheduler's clock halfway through the round trip.
+// offsetSamples is how many times a measurement of the clock offset asks
+// Redis for its time.
+const offsetSamples = 3
+
+// measureOffset asks Redis for its time offsetSamples times, within 1 s,
+// and compares the answer of the shortest round trip with the Scheduler's
+// clock halfway through it (Cristian's algorithm): the offset is then off
+// by at most half that round trip, however slow the others were.
 func (s *Scheduler) measureOffset(rc redisClock) {
 	ctx, cancel := context.WithTimeout(s.life, time.Second)
 	defer cancel()
-	before := s.cfg.clock()
-	redisNow, err := rc.Time(ctx)
-	after := s.cfg.clock()
-	if err != nil {
+	var off time.Duration
+	best := time.Duration(-1) // the shortest round trip so far
+	var err error
+	for range offsetSamples {
+		before := s.cfg.clock()
+		var redisNow time.Time
+		if redisNow, err = rc.Time(ctx); err != nil {
+			break
+		}
+		if rtt := s.cfg.clock().Sub(before); best < 0 || rtt < best {
+			best, off = rtt, redisNow.Sub(before.Add(rtt/2))
+		}
+	}
+	if best < 0 {
 		s.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "cronlock could not read Redis's clock", slog.Any("error", err))
 		return
 	}
-	off := redisNow.Sub(before.Add(after.Sub(before) / 2))
 	s.offset.Store(int64(off))
 	s.measured.Store(true)
 	if off > s.cfg.tolerance || off < -s.cfg.tolerance {

@@ -1,8 +1,10 @@
 package cronlock_test
 
 import (
+	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/lockkit/lockkit/cronlock"
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lock"
 )
 
 // A started Scheduler measures its clock's offset against Redis's TIME,
@@ -43,5 +46,42 @@ func TestClockOffsetMeasured(t *testing.T) {
 		if logged := strings.Contains(logs.String(), "level=ERROR"); logged != (skew != 0) {
 			t.Errorf("clock %v off: Error logged %v; logs:\n%s", skew, logged, logs.String())
 		}
+	}
+}
+
+// slowFirstTime is a lock.Client whose first Time call is held up for
+// delay before Redis reads its clock, as a round trip slowed on its way
+// there: measured over that round trip alone, the offset would be off by
+// half of it.
+type slowFirstTime struct {
+	*lock.Client
+	delay time.Duration
+	calls atomic.Int32
+}
+
+func (c *slowFirstTime) Time(ctx context.Context) (time.Time, error) {
+	if c.calls.Add(1) == 1 {
+		time.Sleep(c.delay)
+	}
+	return c.Client.Time(ctx)
+}
+
+// A Scheduler measures its offset over the shortest of a few round trips,
+// so one slow round trip does not shift its ticks: the host and Redis
+// share a clock here, and a first round trip held up 60 ms on its way
+// would alone give an offset of about 30 ms.
+func TestClockOffsetFromShortestRoundTrip(t *testing.T) {
+	t.Parallel()
+	_, rdb := newReal(t)
+	c := &slowFirstTime{Client: locktest.NewClient(t, rdb), delay: 60 * time.Millisecond}
+	s := cronlock.New(cron.New(), c)
+	s.Start() // measures before it returns
+	off, ok := s.ClockOffset()
+	waitStopped(t, s)
+	if !ok {
+		t.Fatal("no offset measured by Start")
+	}
+	if off > 10*time.Millisecond || off < -10*time.Millisecond {
+		t.Errorf("offset %v with one round trip 60 ms slow on its way, want within 10 ms of 0 (Redis runs on this host)", off)
 	}
 }
