@@ -120,9 +120,7 @@ func (nd *node) runThen(ctx context.Context, s script, h *hold, then replied, rk
 	}
 	cmd := nd.send(ctx, s, rk.scriptArgs(argv...))
 	if then != nil {
-		if wake := then(h, cmd); wake != nil {
-			signal(wake)
-		}
+		signal(then(h, cmd))
 	}
 	return cmd
 }

@@ -212,9 +212,7 @@ func (p *pipe) sendAll() {
 				wake = r.then(r.h, r.cmd)
 			}
 			r.done <- struct{}{} // from here on r may serve another call
-			if wake != nil {
-				signal(wake)
-			}
+			signal(wake)
 		}
 		clear(batch)
 		sent = batch

@@ -166,9 +166,7 @@ func retryAfter(remaining time.Duration) time.Duration {
 // as the message would: next is the waiter it was handed to, or none when
 // there is no queue in Redis or nobody waited.
 func (w *waiters) released(rk redisKeys, next handOff) {
-	if wake := w.toWake(rk, next); wake != nil {
-		signal(wake)
-	}
+	signal(w.toWake(rk, next))
 }
 
 // toWake is released but for the wake-up itself: it returns the wake
@@ -227,6 +225,8 @@ func (w *waiters) isFirst(q *queue, me *waiter) bool {
 	return q.list[0] == me
 }
 
+// signal wakes the goroutine that waits on ch, unless a wake-up is pending
+// already; a nil ch wakes nobody.
 func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
@@ -346,9 +346,7 @@ func (w *waiters) dispatch(msg any) {
 		from, rest, named := strings.Cut(m.Payload, " ")
 		switch {
 		case named:
-			if wake := q.turn(parseTurn(rest)); wake != nil {
-				signal(wake)
-			}
+			signal(q.turn(parseTurn(rest)))
 		case !w.c.ownedBy(from) && len(q.list) > 0:
 			signal(q.list[0].wake)
 		}
