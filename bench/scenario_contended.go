@@ -29,6 +29,7 @@ func contended(workers int, hold time.Duration, perWorker bool) scenario {
 		"Wait is from a worker's lock call to its return; waits still open when the run ends count with the time "+
 			"waited so far. Handoff is from a release returning to the next holder's lock returning. "+
 			"Jain's index is over acquisitions per worker (1 = all equal). Round trips include the unlocks. "+
+			clientCPUNote+
 			"Locks lost: releases that found the lock gone.",
 		column{colAcqPerSec, "acq/s", 0},
 		column{"wait50", "wait p50 (ms)", 2},
@@ -38,6 +39,7 @@ func contended(workers int, hold time.Duration, perWorker bool) scenario {
 		column{"handoff99", "handoff p99 (ms)", 2},
 		column{colJain, "Jain", 3},
 		column{colRedisCPU, "Redis CPU/acq (µs)", 1},
+		column{colClientCPU, "client CPU/acq (µs)", 1},
 		column{"rt", "round trips/acq", 2},
 		column{colLost, "locks lost", 0},
 	)
@@ -74,6 +76,10 @@ func runContended(ctx context.Context, e *env, lib library, t *table, workers in
 	key := e.key("contended")
 
 	before, err := readStats(ctx, e.admin)
+	if err != nil {
+		return nil, err
+	}
+	cpu0, err := processCPU()
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +122,10 @@ func runContended(ctx context.Context, e *env, lib library, t *table, workers in
 	if err != nil {
 		return nil, err
 	}
+	cpu1, err := processCPU()
+	if err != nil {
+		return nil, err
+	}
 	wire := wc.snapshot().sub(wire0)
 	after, err := readStats(ctx, e.admin)
 	if err != nil {
@@ -142,6 +152,7 @@ func runContended(ctx context.Context, e *env, lib library, t *table, workers in
 		"handoff99":  millis(percentile(handoffs, 0.99)),
 		colJain:      jain(perWorkerAcqs),
 		colRedisCPU:  after.since(before).cpu / acqs * 1e6,
+		colClientCPU: micros(cpu1-cpu0) / acqs,
 		"rt":         float64(wire.roundTrips) / acqs,
 		colLost:      lost.count(),
 	}, nil

@@ -13,10 +13,13 @@ import (
 // keys drawn at random from keys distinct ones.
 func manyKeys(workers, keys int) scenario {
 	t := newTable(fmt.Sprintf("4. Many keys: %d workers over %s keys, one shared client, no hold", workers, formatNum(float64(keys), 0)),
-		"Each worker locks and unlocks a key drawn at random, again and again. Locks lost: releases that found the lock gone.",
+		"Each worker locks and unlocks a key drawn at random, again and again. "+
+			clientCPUNote+
+			"Locks lost: releases that found the lock gone.",
 		column{colAcqPerSec, "acq/s", 0},
 		column{"wait99", "wait p99 (ms)", 2},
 		column{colRedisCPU, "Redis CPU/acq (µs)", 1},
+		column{colClientCPU, "client CPU/acq (µs)", 1},
 		column{"rt", "round trips/acq", 2},
 		column{colLost, "locks lost", 0},
 	)
@@ -41,6 +44,10 @@ func runManyKeys(ctx context.Context, e *env, lib library, t *table, workers, ke
 	var lost losses
 
 	before, err := readStats(ctx, e.admin)
+	if err != nil {
+		return nil, err
+	}
+	cpu0, err := processCPU()
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +82,10 @@ func runManyKeys(ctx context.Context, e *env, lib library, t *table, workers, ke
 	if err != nil {
 		return nil, err
 	}
+	cpu1, err := processCPU()
+	if err != nil {
+		return nil, err
+	}
 	wire := wc.snapshot().sub(wire0)
 	after, err := readStats(ctx, e.admin)
 	if err != nil {
@@ -90,6 +101,7 @@ func runManyKeys(ctx context.Context, e *env, lib library, t *table, workers, ke
 		colAcqPerSec: acqs / elapsed.Seconds(),
 		"wait99":     millis(percentile(all, 0.99)),
 		colRedisCPU:  after.since(before).cpu / acqs * 1e6,
+		colClientCPU: micros(cpu1-cpu0) / acqs,
 		"rt":         float64(wire.roundTrips) / acqs,
 		colLost:      lost.count(),
 	}, nil

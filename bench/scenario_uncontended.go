@@ -12,6 +12,7 @@ const (
 	colCommands      = "commands/pair"
 	colRedisCommands = "redis commands/pair"
 	colRedisCPU      = "cpu"
+	colClientCPU     = "client cpu"
 	colAllocs        = "allocs"
 )
 
@@ -22,7 +23,7 @@ func uncontended(cfg config) scenario {
 		"Round trips and commands are counted on the client's socket; Redis commands come from INFO commandstats "+
 			"and include those run inside scripts (the list below each table, from the last round). "+
 			"Redis CPU is INFO cpu's, per pair: its work on the commands, scripts and sockets. "+
-			"Allocations are the whole process's, per pair.",
+			"Client CPU and allocations are the whole process's, per pair: the library's and the loop's, which is the same for every library.",
 		pairColumns(column{colRedisCommands, "Redis commands/pair", 2}, column{colRedisCPU, "Redis CPU/pair (µs)", 1})...,
 	)
 	return scenario{table: t, run: func(ctx context.Context, e *env, lib library) (figures, error) {
@@ -68,18 +69,26 @@ func pairColumns(extra ...column) []column {
 		{colRoundTrips, "round trips/pair", 2},
 		{colCommands, "commands/pair", 2},
 	}
-	return append(append(cols, extra...), column{colAllocs, "allocs/pair", 1})
+	return append(append(cols, extra...), column{colClientCPU, "client CPU/pair (µs)", 1}, column{colAllocs, "allocs/pair", 1})
 }
 
 // measurePairs runs timePairs and returns the figures of pairColumns (but
-// the extra ones), counted on wc and the process's allocations, and the
-// number of pairs.
+// the extra ones), counted on wc and the process's CPU time and
+// allocations, and the number of pairs.
 func measurePairs(ctx context.Context, l locker, key string, run time.Duration, wc *wireCounter) (figures, float64, error) {
 	runtime.GC()
 	var mem0, mem1 runtime.MemStats
 	runtime.ReadMemStats(&mem0)
 	wire0 := wc.snapshot()
+	cpu0, err := processCPU()
+	if err != nil {
+		return nil, 0, err
+	}
 	locks, unlocks, elapsed, err := timePairs(ctx, l, key, run)
+	if err != nil {
+		return nil, 0, err
+	}
+	cpu1, err := processCPU()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -94,6 +103,7 @@ func measurePairs(ctx context.Context, l locker, key string, run time.Duration, 
 		"unlock99":     micros(percentile(unlocks, 0.99)),
 		colRoundTrips:  float64(wire.roundTrips) / pairs,
 		colCommands:    float64(wire.commands) / pairs,
+		colClientCPU:   micros(cpu1-cpu0) / pairs,
 		colAllocs:      float64(mem1.Mallocs-mem0.Mallocs) / pairs,
 	}, pairs, nil
 }
