@@ -453,11 +453,16 @@ func (h *hold) innerLocked(l *level, ended []*level) []*level {
 func (h *hold) release(ctx context.Context, n int) error {
 	c := h.c
 	v := h.releaseVotes(ctx, n)
+	if n == 0 && len(c.nodes) > 1 && v.yes > 0 {
+		// A node let go: its message wakes the first waiter of every other
+		// Client, and this Client's, which does not read its own messages,
+		// is woken here. Also after a release that did not win, as when two
+		// of its Lock calls split the nodes: each lets go of its minority,
+		// and neither would try again until the lease it last saw ends.
+		c.wt.released(h.rk, handOff{})
+	}
 	switch {
 	case c.won(v):
-		if n == 0 && len(c.nodes) > 1 {
-			c.wt.released(h.rk, handOff{}) // as the message would
-		}
 		return nil
 	case c.lost(v):
 		return ErrLost
@@ -474,6 +479,16 @@ func (h *hold) releaseVotes(ctx context.Context, n int) votes {
 		h.releasing.Store(true)
 	}
 	rs := fanOutScripts(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
+		if d, ok := ctx.Deadline(); ok && len(c.nodes) > 1 && !c.isClosed() {
+			// Not cut off when the caller returns at the majority's
+			// answer, only at the deadline or Close: a node slower to
+			// start would keep the key for a whole lease
+			// (TestQuorumReleaseReachesSlowNode).
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
+			defer cancel()
+			defer context.AfterFunc(c.life, cancel)()
+		}
 		r, err := nd.release(ctx, h, n)
 		return r.ok && err == nil, err
 	}, func(ok bool) bool { return ok })
