@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -118,15 +119,7 @@ func TestQuorumLateGrantIsReleased(t *testing.T) {
 	// missing after Lock returned is not sent again, and nothing would be
 	// late.
 	for _, s := range srvs {
-		single, err := lock.New(s.Client(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, unlock := locktest.MustLock(t, single, ctx, "warm")
-		if err := unlock(); err != nil {
-			t.Fatal(err)
-		}
-		_ = single.Close()
+		warmScripts(t, s)
 	}
 	direct := srvs[2].Client(t)
 	for try := range 5 {
@@ -156,26 +149,47 @@ func TestQuorumLateGrantIsReleased(t *testing.T) {
 		if err := unlock(); err != nil {
 			t.Fatal(err)
 		}
-		// Once the owner released what the slow node gave it, the hash
-		// (kept 1 s after a release) has a hold count of 0; a count above
-		// 0 stays for the whole lease.
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			n, err := direct.HGet(ctx, hashKey, "n").Result()
-			if err != nil && err != redis.Nil {
-				t.Fatal(err)
-			}
-			if n == "0" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("3 s after the unlock the slow node keeps the key (hold count %q) for an owner that let go", n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitReleasedOn(t, direct, hashKey, 3*time.Second)
 		if held := proxy.held(); held.After(unlocking) {
 			return // the slow node gave the key after the unlock began
 		}
 	}
 	t.Fatal("in 5 tries the slow node never gave the key after the unlock began: the test did not make what it checks")
+}
+
+// warmScripts has srv cache the lock's scripts, so that a Client's first
+// command there is the script itself, not a NOSCRIPT and its retry.
+func warmScripts(t *testing.T, srv *redistest.Server) {
+	t.Helper()
+	single, err := lock.New(srv.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer single.Close()
+	_, unlock := locktest.MustLock(t, single, context.Background(), "warm")
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitReleasedOn waits up to limit for the lock hash hashKey on a node to
+// have a hold count of 0: its owner released what the node gave it (the
+// hash stays 1 s after a release). A count above 0 would stay for the
+// whole lease, for an owner that let go.
+func waitReleasedOn(t *testing.T, node redis.Cmdable, hashKey string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		n, err := node.HGet(context.Background(), hashKey, "n").Result()
+		if err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+		if n == "0" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v after the unlock a node keeps the key (hold count %q) for an owner that let go", limit, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
