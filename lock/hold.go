@@ -454,12 +454,7 @@ func (h *hold) release(ctx context.Context, n int) error {
 	c := h.c
 	v := h.releaseVotes(ctx, n)
 	if n == 0 && len(c.nodes) > 1 && v.yes > 0 {
-		// A node let go: its message wakes the first waiter of every other
-		// Client, and this Client's, which does not read its own messages,
-		// is woken here. Also after a release that did not win, as when two
-		// of its Lock calls split the nodes: each lets go of its minority,
-		// and neither would try again until the lease it last saw ends.
-		c.wt.released(h.rk, handOff{})
+		c.wt.letGo(h)
 	}
 	switch {
 	case c.won(v):

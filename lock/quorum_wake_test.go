@@ -49,42 +49,50 @@ func TestQuorumSiblingsDoNotStall(t *testing.T) {
 	}
 }
 
-// lateStart holds back, for d, each command that names key after the
-// first such one, before go-redis sends it: a node whose goroutine or
-// connection is not ready when the majority has answered.
-type lateStart struct {
+// keyHook counts the commands a go-redis client sends that name key, and
+// holds back each after the first for delay before go-redis sends it: a
+// node whose goroutine or connection is not ready when the majority has
+// answered.
+type keyHook struct {
 	key   string
-	d     time.Duration
+	delay time.Duration
 	mu    sync.Mutex
 	count int
 }
 
-func (h *lateStart) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *keyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (h *lateStart) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *keyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if h.names(cmd) {
-			time.Sleep(h.d)
+		if h.names(cmd) > 1 {
+			time.Sleep(h.delay)
 		}
 		return next(ctx, cmd)
 	}
 }
 
-func (h *lateStart) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *keyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 
-// names reports whether cmd names the key and is not the first to.
-func (h *lateStart) names(cmd redis.Cmder) bool {
+// names returns how many commands named the key, cmd included if it does;
+// 0 when cmd does not.
+func (h *keyHook) names(cmd redis.Cmder) int {
 	for _, a := range cmd.Args() {
 		if a == h.key {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.count++
-			return h.count > 1
+			return h.count
 		}
 	}
-	return false
+	return 0
+}
+
+func (h *keyHook) commands() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.count
 }
 
 // TestQuorumReleaseReachesSlowNode: an unlock in quorum mode returns at
@@ -99,11 +107,39 @@ func TestQuorumReleaseReachesSlowNode(t *testing.T) {
 	// release the second.
 	warmScripts(t, srvs[2])
 	rdbs := clients()
-	rdbs[2].AddHook(&lateStart{key: "lockkit:{slow}", d: 50 * time.Millisecond})
+	rdbs[2].AddHook(&keyHook{key: "lockkit:{slow}", delay: 50 * time.Millisecond})
 	c := newQuorum(t, rdbs)
 	_, unlock := locktest.MustLock(t, c, ctx, "slow")
 	if err := unlock(); err != nil {
 		t.Fatal(err)
 	}
 	waitReleasedOn(t, srvs[2].Client(t), "lockkit:{slow}", 2*time.Second)
+}
+
+// TestQuorumWaiterDoesNotWakeItself: another Client holds the key on a
+// majority and the third node is free. Each attempt of a waiter takes that
+// node and lets go of it; its own release must not wake it to try again at
+// once, or it asks Redis again and again until the holder's lease ends.
+func TestQuorumWaiterDoesNotWakeItself(t *testing.T) {
+	t.Parallel() // its own servers
+	srvs, clients := quorumOf(t, 3)
+	ctx := context.Background()
+	holder := newQuorum(t, clients())
+	_, unlock := locktest.MustLock(t, holder, ctx, "spin")
+	defer func() { _ = unlock() }()
+	if err := srvs[2].Client(t).Del(ctx, "lockkit:{spin}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdbs := clients()
+	free := &keyHook{key: "lockkit:{spin}"}
+	rdbs[2].AddHook(free)
+	_, _, err := newQuorum(t, rdbs).Lock(ctx, "spin", lock.WithMaxWait(2*time.Second))
+	if err == nil {
+		t.Fatal("obtained a key another Client holds on a majority")
+	}
+	// An attempt and its release at the start, after the subscription
+	// and at the wait limit: a few commands, not one pair per round trip.
+	if n := free.commands(); n > 20 {
+		t.Fatalf("the waiter sent %d commands to the free node in 2 s while the key was held", n)
+	}
 }

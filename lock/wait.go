@@ -169,6 +169,21 @@ func (w *waiters) released(rk redisKeys, next handOff) {
 	signal(w.toWake(rk, next))
 }
 
+// letGo wakes this process's first waiter of h's key when h's final
+// release in quorum mode let go of a node: its message wakes the first
+// waiter of every other Client, and a Client skips its own messages. Also
+// after a release that did not win, as when two Lock calls of this Client
+// split the nodes: each lets go of its minority, and neither would try
+// again until the lease it last saw ends. Not h's own waiter, whose
+// attempt let go of a minority and tries again when that attempt said.
+func (w *waiters) letGo(h *hold) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.queues[w.c.waitChannel(h.rk)]; q != nil && len(q.list) > 0 && q.list[0].owner != h.owner {
+		signal(q.list[0].wake)
+	}
+}
+
 // toWake is released but for the wake-up itself: it returns the wake
 // channel of the waiter to signal, or nil.
 func (w *waiters) toWake(rk redisKeys, next handOff) chan struct{} {
