@@ -64,7 +64,7 @@ func TestLevelContextsDerivedByTheCaller(t *testing.T) {
 		}
 	}
 
-	// Unlock: nil cause (context.Canceled), and a derived context re-enters.
+	// Unlock: a cause matching ErrNotHeld, and a derived context re-enters.
 	key := "carrier-" + randKey()
 	lctx, unlock := locktest.MustLock(t, c, ctx, key)
 	d := derive(lctx)
@@ -99,8 +99,8 @@ func TestLevelContextsDerivedByTheCaller(t *testing.T) {
 	if err := unlock(); err != nil {
 		t.Fatal(err)
 	}
-	check("unlock", key, d, context.Canceled)
-	if context.Cause(lctx) != context.Canceled {
+	check("unlock", key, d, lock.ErrNotHeld)
+	if !errors.Is(context.Cause(lctx), lock.ErrNotHeld) {
 		t.Errorf("unlock: Cause of the lock context = %v", context.Cause(lctx))
 	}
 	if ctx.Err() != nil {

@@ -28,7 +28,10 @@ type Locker interface {
 // It returns nil when Redis confirmed the release, [ErrNotHeld] when it was
 // already called (Redis is not touched again), [ErrLost] when the lease had
 // been lost before, or the Redis error (the lease then lapses by itself).
-// Afterwards the level's lock context is cancelled.
+// Afterwards the level's lock context is cancelled with a cause that
+// matches [ErrNotHeld] ([ErrLost] if the lease was lost first), never plain
+// [context.Canceled], which means the caller's own context ended while the
+// lock was still held. Check [context.Cause] to tell the two apart.
 type UnlockFunc func() error
 
 // Client takes locks on one Redis deployment. It is safe for concurrent

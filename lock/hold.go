@@ -24,6 +24,11 @@ var (
 	// errOuterUnlocked is the cause of the levels entered through a level
 	// that was unlocked before them.
 	errOuterUnlocked = fmt.Errorf("%w: a hold level it was entered through was unlocked first", ErrNotHeld)
+
+	// errUnlocked is the cause of a level's context once its unlock ran:
+	// the lock was let go, which the caller must not confuse with its own
+	// context.Canceled (the caller went away, the lock still held).
+	errUnlocked = fmt.Errorf("%w: unlocked", ErrNotHeld)
 )
 
 // A hold is one owner's possession of one key: the outermost acquisition
@@ -415,7 +420,7 @@ func (l *level) unlock() error {
 	if err == ErrLost {
 		l.cancel(ErrLost) // the lock was gone before this unlock
 	} else {
-		l.cancel(nil)
+		l.cancel(errUnlocked)
 	}
 	return err
 }
@@ -562,7 +567,7 @@ func (l *level) abandon(ctx context.Context) error {
 	for _, x := range ended[1:] {
 		x.cancel(errOuterUnlocked)
 	}
-	l.cancel(nil)
+	l.cancel(errUnlocked)
 	return err
 }
 
