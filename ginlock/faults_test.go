@@ -30,7 +30,7 @@ import (
 // still be readable after the chain once the inner chain attached a value
 // of its own: reading it must not panic.
 func TestOuterValueWithUncomparableFieldReadableAfterChain(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	type principal struct {
 		Name   string
@@ -68,7 +68,7 @@ func TestOuterValueWithUncomparableFieldReadableAfterChain(t *testing.T) {
 // The same with a value the inner chain shadows with another of the same
 // type: the inner one wins, and nothing panics.
 func TestInnerShadowedUncomparableValueAfterChain(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	type attrs [1]any
 	type attrsKey struct{}
@@ -99,7 +99,7 @@ func TestInnerShadowedUncomparableValueAfterChain(t *testing.T) {
 // context (a CancelFunc, a detached context) are the inner chain's values
 // like any other, not the context package's bookkeeping.
 func TestInnerContextTypedValuesSurvive(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	type cancelKey struct{}
 	type detachedKey struct{}
@@ -129,7 +129,7 @@ func TestInnerContextTypedValuesSurvive(t *testing.T) {
 // the same Err and Cause after the chain as the request's own context,
 // also when the inner chain detached its context with WithoutCancel.
 func TestCauseAfterChainMatchesOuter(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	errSlow := errors.New("request budget spent")
 	type traceKey struct{}
@@ -175,7 +175,7 @@ func TestCauseAfterChainMatchesOuter(t *testing.T) {
 // After the chain, Key and FencingToken report nothing to the middlewares
 // around ginlock: the lock is released and its key may carry user data.
 func TestKeyNotLeftBehindAfterChain(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	var key string
 	var keys map[any]any
@@ -553,7 +553,7 @@ func TestRawKeyNeverInAnswersOrErrors(t *testing.T) {
 // Client's drift allowance), as Validate's contract promises for options:
 // nothing is checked per request that could be checked at New.
 func TestLockOptionsInvalidForTheClientRefusedAtNew(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb, lock.WithDrift(40*time.Millisecond))
 	var errs []error
 	var panicked any

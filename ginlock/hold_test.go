@@ -125,7 +125,7 @@ func TestStalledRedisAnswersFast(t *testing.T) {
 // Key and FencingToken give the handler its route's lock, escaped values
 // included, through c on gin's default engine.
 func TestKeyAndFencingToken(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	var key string
 	var token uint64

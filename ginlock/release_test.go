@@ -17,7 +17,7 @@ import (
 )
 
 func TestReleaseOnPanic(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	var recovered any
 	r := gin.New()
@@ -51,7 +51,7 @@ func TestReleaseOnPanic(t *testing.T) {
 // TestReleaseAfterDisconnect serves over HTTP; the client goes away while
 // the handler runs, which cancels the request's context.
 func TestReleaseAfterDisconnect(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	entered := make(chan struct{})
 	finished := make(chan []string, 1)
@@ -95,7 +95,7 @@ func TestReleaseAfterDisconnect(t *testing.T) {
 }
 
 func TestLostLockCancelsHandler(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	var errs []error
 	var cause error
@@ -123,7 +123,7 @@ func TestLostLockCancelsHandler(t *testing.T) {
 // TestNestedSameKey puts ginlock on a group and on one of its routes with
 // the same key: the route's middleware re-enters the group's hold.
 func TestNestedSameKey(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	mr, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	var count string
 	var errs []error
@@ -148,7 +148,7 @@ func TestNestedSameKey(t *testing.T) {
 // TestHandlerReenters locks the route's key again from the handler, as
 // code called by it might: it does not wait.
 func TestHandlerReenters(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	var errs []error
 	r := payRoute(locker, &errs, func(c *gin.Context) {
@@ -171,7 +171,7 @@ func TestHandlerReenters(t *testing.T) {
 // again (not cancelled, the lock not held) with the values an inner
 // middleware attached, and context.Cause agrees with Err.
 func TestInnerRequestValuesSurvive(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	type traceKey struct{}
 	var seen any
@@ -202,7 +202,7 @@ func TestInnerRequestValuesSurvive(t *testing.T) {
 // A streaming handler stops on a lost lock when its step checks the
 // request's context: c.Stream by itself stops only on a disconnect.
 func TestStreamStopsOnLostLock(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	cause := make(chan error, 1)
 	r := gin.New()

@@ -186,7 +186,7 @@ func TestMissingValue(t *testing.T) {
 		{"value", "r:{value.none}", "/r", "/r", `value "none" is missing or empty`},
 		{"second of two", "r:{id}:{query.v}", "/r/:id", "/r/1", `query parameter "v" is missing or empty`},
 	}
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	cc := locktest.CountCommands(rdb)
 	none := func(*gin.Context) string { return "" }

@@ -13,7 +13,7 @@ import (
 )
 
 func TestClose(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	mr, rdb := locktest.NewRedis(t)
 	before := goleak.IgnoreCurrent()
 	c, err := lock.New(rdb)
 	if err != nil {
@@ -36,10 +36,7 @@ func TestClose(t *testing.T) {
 	if !errors.Is(waiting.err, lock.ErrClosed) {
 		t.Fatalf("waiting Lock = %v, want ErrClosed", waiting.err)
 	}
-	// What runs now is miniredis serving the pool's connections.
-	goleak.VerifyNone(t, before,
-		goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer"),
-		goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2"))
+	goleak.VerifyNone(t, before)
 
 	if _, _, err := c.Lock(ctx, "x"); !errors.Is(err, lock.ErrClosed) {
 		t.Fatalf("Lock after Close = %v", err)

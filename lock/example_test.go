@@ -1,20 +1,21 @@
 package lock_test
 
+// These examples need a Redis on localhost:6379, so go test compiles them
+// without running them. Package locktest has runnable ones on an embedded
+// Redis.
+
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/lock"
 )
 
 func Example() {
-	mr, _ := miniredis.Run() // an embedded Redis; use your own in production
-	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 
 	locker, err := lock.New(rdb)
@@ -31,13 +32,11 @@ func Example() {
 	// Pass the token to storage that rejects writes with a smaller one.
 	token, ok := lock.FencingToken(ctx, "orders:42")
 	fmt.Println("held:", lock.Held(ctx, "orders:42"), "token:", ok && token > 0)
-	// Output: held: true token: true
+	// Prints: held: true token: true
 }
 
 func ExampleClient_TryLock() {
-	mr, _ := miniredis.Run()
-	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 	locker, _ := lock.New(rdb)
 	defer locker.Close()
@@ -51,13 +50,11 @@ func ExampleClient_TryLock() {
 	if errors.As(err, &busy) {
 		fmt.Println("busy for up to", busy.RemainingLease)
 	}
-	// Output: busy for up to 30s
+	// Prints: busy for up to 30s
 }
 
 func ExampleClient_Lock_reentry() {
-	mr, _ := miniredis.Run()
-	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 	locker, _ := lock.New(rdb)
 	defer locker.Close()
@@ -71,8 +68,5 @@ func ExampleClient_Lock_reentry() {
 	fmt.Println(lock.Held(ctx, "account:7"))
 	_ = unlock()
 	fmt.Println(lock.Held(ctx, "account:7"))
-	// Output:
-	// true
-	// true
-	// false
+	// Prints true, true, false.
 }

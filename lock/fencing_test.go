@@ -11,7 +11,7 @@ import (
 )
 
 func TestFencingTokensIncrease(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	mr, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	var last uint64

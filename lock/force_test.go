@@ -156,7 +156,7 @@ func TestForceUnlockQuorum(t *testing.T) {
 // TestForceUnlockOwnHold: a Client that forces its own hold away ends it
 // before ForceUnlock returns.
 func TestForceUnlockOwnHold(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	held, unlock := locktest.MustLock(t, c, context.Background(), "own")
 	if _, err := c.ForceUnlock(context.Background(), "own"); err != nil {

@@ -110,13 +110,12 @@ func TestInspect(t *testing.T) {
 }
 
 func TestInspectReserved(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	mr, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	// A free key whose queue has a live waiter: its turn (as after a
 	// waiter that missed its turn was dropped).
 	now := time.Now()
-	mr.SetTime(now)
 	owner := "ab@web-9:7:queued:1"
 	mr.HSet("lockkit:{r}", "n", "0", "t", "5", "q", "1")
 	_, _ = mr.Lpush("lockkit:{r}:queue", owner)
@@ -137,7 +136,7 @@ func TestInspectReserved(t *testing.T) {
 }
 
 func TestInspectBadInput(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	for _, key := range []string{"", strings.Repeat("k", lock.MaxKeyLen+1)} {

@@ -23,7 +23,7 @@ func waitEnded(t *testing.T, ctx context.Context, limit time.Duration) error {
 }
 
 func TestReenterLostHold(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	lctx, unlock := locktest.MustLock(t, c, context.Background(), "k", lock.WithFixedLease(50*time.Millisecond))
 	if cause := waitEnded(t, lctx, 2*time.Second); cause != lock.ErrLost {
@@ -49,7 +49,7 @@ func TestReenterLostHold(t *testing.T) {
 // re-enters (before the unlock) or contends like any other caller (after
 // it): it never sees an internal error.
 func TestReenterRacingUnlock(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	for i := 0; i < 300; i++ {
 		lctx, unlock := locktest.MustLock(t, c, context.Background(), "race")
@@ -75,7 +75,7 @@ func TestReenterRacingUnlock(t *testing.T) {
 }
 
 func TestUnlockOuterFirstEndsInner(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	outer, unlockOuter := locktest.MustLock(t, c, context.Background(), "k")
 	inner, unlockInner := locktest.MustLock(t, c, outer, "k")

@@ -17,7 +17,7 @@ import (
 // TestObserverNameAndInternal: WithName and WithInternal reach the
 // observer with the call; a bad name is refused before any Redis call.
 func TestObserverNameAndInternal(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	rec := &recorder{}
 	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
 	ctx := context.Background()
@@ -61,7 +61,7 @@ func TestObserverNameAndInternal(t *testing.T) {
 // with its place in the queue before it ends; a TryLock and a Lock that
 // gets the key at once are not.
 func TestObserverWaiting(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	rec := &recorder{}
 	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
 	ctx := context.Background()
@@ -115,7 +115,7 @@ func TestObserverWaiting(t *testing.T) {
 // TestObserverLossReason: a lease found gone in Redis and one whose
 // validity ran out without a confirmed renewal are told apart.
 func TestObserverLossReason(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	mr, rdb := locktest.NewRedis(t)
 	rec := &recorder{}
 	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
 	ctx := context.Background()
@@ -201,7 +201,7 @@ func (h markHook) note(ctx context.Context, cmd redis.Cmder) {
 // AcquireStarted returned, those of an unlock under the one AcquireEnded
 // returned, and the watchdog's under the one Background returned.
 func TestObserverContexts(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	hook := markHook{marks: make(chan string, 1000)}
 	rdb.AddHook(hook)
 	c := locktest.NewClient(t, rdb, lock.WithObserver(&markingObserver{}))

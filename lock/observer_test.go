@@ -55,7 +55,7 @@ func (r *recorder) counts() (acquires, releases, renewals int) {
 }
 
 func TestObserverSeesEveryOutcome(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	mr, rdb := locktest.NewRedis(t)
 	rec := &recorder{}
 	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
 	ctx := context.Background()

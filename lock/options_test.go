@@ -14,7 +14,7 @@ import (
 )
 
 func TestNewRejectsBadInput(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	var nilClient *redis.Client
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"}})
 	t.Cleanup(func() { _ = ring.Close() })
@@ -49,7 +49,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 }
 
 func TestLockRejectsBadInput(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	mr, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	tests := []struct {
 		name string
@@ -82,7 +82,7 @@ func TestLockRejectsBadInput(t *testing.T) {
 
 func TestRedisDown(t *testing.T) {
 	t.Parallel() // long and independent: its own servers
-	mr, rdb := locktest.Mini(t)
+	mr, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	mr.Close()
 	_, _, err := c.TryLock(context.Background(), "k")

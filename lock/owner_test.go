@@ -31,7 +31,7 @@ func TestOwnerLabelInRedis(t *testing.T) {
 }
 
 func TestOwnerWithoutLabel(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	_, unlock := locktest.MustLock(t, c, ctx, "plain")
@@ -60,7 +60,7 @@ func TestParseOwner(t *testing.T) {
 }
 
 func TestOwnerLabelRefused(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	for _, label := range []string{"", "with space", "tab\there", "bell\a", strings.Repeat("x", lock.MaxOwnerLabel+1)} {
 		c, err := lock.New(rdb, lock.WithOwnerLabel(label))
 		if !errors.Is(err, lock.ErrInvalid) || !strings.Contains(err.Error(), "owner label") {

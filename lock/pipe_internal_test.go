@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/internal/redistest"
 )
 
 // evalCount counts the acquire.lua commands (13 arguments) go-redis
@@ -42,9 +43,7 @@ func (e *evalCount) count(cmd redis.Cmder) {
 // instead of sending it. The queue is held here as if both senders were
 // busy and the stall timer had not fired yet.
 func TestQueuedCallWhoseContextEndedIsNotSent(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := redistest.Start(t).Client(t)
 	evals := &evalCount{}
 	rdb.AddHook(evals)
 	c, err := New(rdb)

@@ -217,7 +217,7 @@ func TestWaiterThatGivesUpPassesItsTurnAtOnce(t *testing.T) {
 }
 
 func TestTryLockDoesNotQueue(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	mr, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
 	_, unlock := locktest.MustLock(t, c, ctx, "try")

@@ -141,8 +141,8 @@ func TestQuorumWakeUp(t *testing.T) {
 }
 
 func TestNewQuorumRejectsBadInput(t *testing.T) {
-	_, a := locktest.Mini(t)
-	_, b := locktest.Mini(t)
+	_, a := locktest.NewRedis(t)
+	_, b := locktest.NewRedis(t)
 	var nilClient *redis.Client
 	tests := []struct {
 		name  string

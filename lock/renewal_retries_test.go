@@ -33,7 +33,7 @@ func TestRenewalAttemptsBeforeLoss(t *testing.T) {
 	}
 	claimed, _ := strconv.Atoi(string(m[1]))
 
-	mr, rdb := locktest.Mini(t)
+	mr, rdb := locktest.NewRedis(t)
 	rec := &recorder{}
 	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
 	const lease = 1200 * time.Millisecond // renewed every 400 ms, retried every 100 ms

@@ -34,7 +34,7 @@ func (replayScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 func TestRetriedCommandsChangeOneLevel(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	mr, rdb := locktest.NewRedis(t)
 	rdb.AddHook(replayScripts{})
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
@@ -84,7 +84,7 @@ func (h cancelDuringCall) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 }
 
 func TestContextEndedDuringCall(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	mr, rdb := locktest.NewRedis(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	rdb.AddHook(cancelDuringCall{cancel})
 	c := locktest.NewClient(t, rdb)
@@ -125,8 +125,8 @@ func (h *dropFirstReleaseReply) ProcessPipelineHook(next redis.ProcessPipelineHo
 }
 
 func TestRetriedReleaseAfterTakeoverIsNoLoss(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
-	b := locktest.NewClient(t, redis.NewClient(&redis.Options{Addr: mr.Addr()}))
+	mr, rdb := locktest.NewRedis(t)
+	b := locktest.NewClient(t, redis.NewClient(&redis.Options{Addr: mr.Addr}))
 	ctx := context.Background()
 	var unlockB lock.UnlockFunc
 	rdb.AddHook(&dropFirstReleaseReply{between: func() {

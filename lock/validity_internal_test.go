@@ -6,18 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
+	"github.com/lockkit/lockkit/internal/redistest"
 )
 
-// twoHolds returns a Client on miniredis and the holds of two keys it
+// twoHolds returns a Client on a real Redis and the holds of two keys it
 // took with a one-minute lease, so that the watchdog's own loop leaves
 // them alone for the test's few milliseconds.
 func twoHolds(t *testing.T) (*Client, *hold, *hold) {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := redistest.Start(t).Client(t)
 	c, err := New(rdb, WithDefaultLease(time.Minute))
 	if err != nil {
 		t.Fatal(err)

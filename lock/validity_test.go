@@ -367,12 +367,12 @@ func TestRenewalJustBeforeValidityKeepsHold(t *testing.T) {
 }
 
 // Unlocks racing the end of short fixed and renewed leases, and Close
-// racing both, on miniredis (the validity is the client's own clock):
+// racing both (the validity is the client's own clock):
 // every call returns a documented error, every context ends with a
 // documented cause, nothing panics, and goleak (TestMain) finds no
 // goroutine left.
 func TestUnlockAndCloseRaceExpiry(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	for round := range 30 {
 		c, err := lock.New(rdb)
 		if err != nil {

@@ -160,7 +160,7 @@ func TestParentDoneStopsRenewal(t *testing.T) {
 // A holder that unlocks after its lease lapsed and another owner took the
 // key is told it lost the lock, and the new owner keeps it.
 func TestUnlockAfterTakeoverReportsLoss(t *testing.T) {
-	mr, rdb := locktest.Mini(t)
+	mr, rdb := locktest.NewRedis(t)
 	a := locktest.NewClient(t, rdb)
 	b := locktest.NewClient(t, rdb)
 	ctx := context.Background()

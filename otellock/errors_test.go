@@ -18,7 +18,7 @@ import (
 )
 
 func TestErrorType(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	redisErr := rdb.Do(context.Background(), "NO-SUCH-COMMAND").Err() // an error reply
 	if redisErr == nil {
 		t.Fatal("unknown command succeeded")

@@ -38,6 +38,10 @@ require (
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/cpuid/v2 v2.3.0 // indirect
 	github.com/leodido/go-urn v1.4.0 // indirect
+	github.com/lockkit/lockkit/cronlock v0.0.0-00010101000000-000000000000
+	github.com/lockkit/lockkit/ginlock v0.0.0-00010101000000-000000000000
+	github.com/lockkit/lockkit/locktest v0.0.0-00010101000000-000000000000
+	github.com/lockkit/lockkit/otellock v0.0.0-00010101000000-000000000000
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.2 // indirect
@@ -56,3 +60,11 @@ require (
 	golang.org/x/text v0.34.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/lockkit/lockkit/ginlock => ../ginlock
+
+replace github.com/lockkit/lockkit/cronlock => ../cronlock
+
+replace github.com/lockkit/lockkit/otellock => ../otellock
+
+replace github.com/lockkit/lockkit/locktest => ../locktest

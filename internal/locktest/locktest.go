@@ -1,5 +1,6 @@
 // Package locktest holds what the tests of lockkit's packages share: a
-// lock Client tied to a test, a Lock that fails the test, a go-redis hook
+// real redis-server with direct reads of its data, a lock Client tied to a
+// test, a Lock that fails the test, a go-redis hook
 // that counts commands, a copy of the test binary run as a child
 // process, and a buffer safe to share with a writer.
 package locktest
@@ -12,22 +13,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/lock"
 )
-
-// Mini returns an embedded miniredis and a go-redis client of it, both
-// closed when the test ends. miniredis does not expire keys in real time:
-// use its FastForward.
-func Mini(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
-	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return mr, rdb
-}
 
 // NewClient returns a lock Client closed when the test ends.
 func NewClient(t testing.TB, rdb redis.UniversalClient, opts ...lock.Option) *lock.Client {
