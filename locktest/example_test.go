@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/locktest"
@@ -88,4 +89,43 @@ func TestReserveGivesUpWhenTheLockIsLost(t *testing.T) {
 	if !errors.Is(err, lock.ErrLost) || st.get("sku-1") != 5 {
 		t.Fatalf("reserve: %v, %d left; want ErrLost and nothing written", err, st.get("sku-1"))
 	}
+}
+
+// Two replicas of a service share one Redis: while one holds a key, the
+// other is turned away.
+func ExampleServer_Client() {
+	srv, _ := locktest.StartServer() // in a test: locktest.NewServer(t)
+	defer srv.Close()
+	replicaA, replicaB := srv.Client(), srv.Client()
+
+	_, unlock, _ := replicaA.Lock(context.Background(), "orders:42")
+	_, _, err := replicaB.TryLock(context.Background(), "orders:42")
+	fmt.Println("replica B while A holds:", errors.Is(err, lock.ErrNotObtained))
+	_ = unlock()
+	_, unlockB, err := replicaB.TryLock(context.Background(), "orders:42")
+	fmt.Println("replica B after A let go:", err)
+	_ = unlockB()
+	// Output:
+	// replica B while A holds: true
+	// replica B after A let go: <nil>
+}
+
+// A lease that lapses in Redis is reported to the holder at its next
+// renewal, and the key is free for others.
+func ExampleServer_FastForward() {
+	srv, _ := locktest.StartServer() // in a test: locktest.NewServer(t)
+	defer srv.Close()
+	holder, other := srv.Client(), srv.Client()
+
+	ctx, unlock, _ := holder.Lock(context.Background(), "report", lock.WithLease(300*time.Millisecond))
+	defer unlock()
+	srv.FastForward(time.Second) // the lease ends in Redis
+	<-ctx.Done()                 // the watchdog's next renewal finds the key gone
+	fmt.Println("holder:", context.Cause(ctx))
+	_, unlockOther, err := other.TryLock(context.Background(), "report")
+	fmt.Println("other:", err)
+	_ = unlockOther()
+	// Output:
+	// holder: lock: lease lost
+	// other: <nil>
 }

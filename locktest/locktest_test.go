@@ -183,3 +183,101 @@ func TestLoseReentrantHoldAndWaiter(t *testing.T) {
 		t.Fatalf("waiter's token %d, want more than %d", tok, before)
 	}
 }
+
+// Clients of one Server exclude each other and hand a key over in turn,
+// as replicas sharing one Redis do.
+func TestReplicasShareTheServer(t *testing.T) {
+	srv := locktest.NewServer(t)
+	a, b := srv.Client(), srv.Client()
+	ctx, unlock, err := a.Lock(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := lock.FencingToken(ctx, "k")
+	got := make(chan uint64, 1)
+	go func() {
+		bctx, bunlock, err := b.Lock(context.Background(), "k", lock.WithMaxWait(10*time.Second))
+		if err != nil {
+			t.Error(err)
+			got <- 0
+			return
+		}
+		tok, _ := lock.FencingToken(bctx, "k")
+		got <- tok
+		_ = bunlock()
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		info, err := a.Inspect(context.Background(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Waiters) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second replica is not queued: %+v", info)
+		}
+	}
+	select {
+	case <-got:
+		t.Fatal("the second replica obtained a held key")
+	default:
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case tok := <-got:
+		if tok <= first {
+			t.Fatalf("token %d after %d, want larger", tok, first)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting replica did not get the released key")
+	}
+}
+
+// FastForward past a lease ends it in Redis: the holder is told at its next
+// renewal, and another replica obtains the key with a larger token.
+func TestFastForwardLapsesALease(t *testing.T) {
+	srv := locktest.NewServer(t)
+	holder, other := srv.Client(), srv.Client()
+	ctx, unlock, err := holder.Lock(context.Background(), "k", lock.WithLease(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := lock.FencingToken(ctx, "k")
+	srv.FastForward(time.Second)
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder was not told of the lapsed lease")
+	}
+	if cause := context.Cause(ctx); cause != lock.ErrLost {
+		t.Fatalf("cause %v, want ErrLost", cause)
+	}
+	if err := unlock(); !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("unlock: %v, want ErrLost", err)
+	}
+	octx, ounlock, err := other.TryLock(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ounlock()
+	if tok, _ := lock.FencingToken(octx, "k"); tok <= first {
+		t.Fatalf("token %d after %d, want larger", tok, first)
+	}
+}
+
+// A Server of StartServer closes its Clients with it, once.
+func TestStartServerClosesItsClients(t *testing.T) {
+	srv, err := locktest.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client()
+	srv.Close()
+	srv.Close()
+	if _, _, err := c.TryLock(context.Background(), "k"); !errors.Is(err, lock.ErrClosed) {
+		t.Fatalf("TryLock after Close: %v, want ErrClosed", err)
+	}
+}
