@@ -52,11 +52,14 @@
 // c.Request's context is the lock context. It is cancelled with cause
 // [context.Canceled] when the client goes away (the lock is still held:
 // the handler decides whether to finish its work, for example under
-// [context.WithoutCancel]) and with cause [lock.ErrLost] if the lease is
-// lost, so pass c.Request.Context() to the work the lock protects and
-// check [context.Cause] when it ends. A streaming handler (c.Stream,
-// server-sent events) should stop when that context is done: c.Stream
-// stops only on a client disconnect by itself.
+// [context.WithoutCancel]), with cause [lock.ErrLost] if the lease is
+// lost, and with a cause matching [lock.ErrNotHeld] once the chain has
+// returned and the lock is released (a handler still running then was
+// detached from the chain, see below). So pass c.Request.Context() to the
+// work the lock protects and check [context.Cause] when it ends, or
+// [lock.Held] before a write the lock protects. A streaming handler
+// (c.Stream, server-sent events) should stop when that context is done:
+// c.Stream stops only on a client disconnect by itself.
 //
 // [Key] returns the request's lock key and [FencingToken] its fencing
 // token, for a store that rejects stale writers. Do not rebuild the key
@@ -68,6 +71,27 @@
 // middleware on a route group and another on one of its routes with the
 // same key work. Work started in the background with c.Copy() is not
 // protected once the handler returns.
+//
+// # Middlewares that detach the handler
+//
+// A middleware that runs the handler on a goroutine of its own and
+// returns before it (a timeout that answers 504 and lets the handler go
+// on) ends the lock of a [New] placed before it while the handler still
+// runs: the client's retry then gets the key. Put such a middleware
+// before ginlock, so that the lock is taken and released inside the
+// detached part:
+//
+//	r.POST("/orders/:id/pay", timeout, ginlock.New(locker, "orders:{id}"), pay)
+//
+// or use [Wrap], which holds the lock exactly while the handler it wraps
+// runs, on whatever goroutine runs it, so the order no longer matters:
+//
+//	r.POST("/orders/:id/pay", timeout(ginlock.Wrap(locker, "orders:{id}", pay)))
+//
+// A handler detached after the lock ended sees its context cancelled
+// with a cause matching [lock.ErrNotHeld], and [lock.Held] false, so
+// that it can stop before a write the lock no longer protects. A
+// detached goroutine uses c.Copy(), as gin documents, never c itself.
 //
 // Contention is not a failure: a 409 is not passed to gin.Context.Error.
 // Real failures are ([ErrMissingValue], an unavailable Redis, a closed
