@@ -17,7 +17,10 @@
 // The lock is held exactly while the handler chain runs: from the moment
 // it is taken until pay returns or panics, renewed for as long as that
 // takes, also after the client went away (so a payment that is finished
-// deliberately is never run twice by the client's retry).
+// deliberately is never run twice by the client's retry). The release is
+// sent in the background as pay returns, so the answer never waits for
+// Redis; the next request for the order on this replica waits for that
+// release instead of getting 409.
 //
 // # Key templates
 //

@@ -52,9 +52,19 @@ import (
 // application/problem+json); [WithConflictStatus] and [WithFailureHandler]
 // change them. A held key is not an error: it is not passed to
 // [gin.Context.Error], so access logs and tracing do not report contention
-// as a failure. Real failures, and an error of the release, are passed to
-// it, with the key template in their text, never the request's key (the
+// as a failure. Real failures, and a lease lost or a Client closed while
+// the chain ran ([lock.ErrLost], [lock.ErrClosed]), are passed to it,
+// with the key template in their text, never the request's key (the
 // error they wrap, reached with [errors.Unwrap], has it).
+//
+// The release is sent when the chain returns, on a goroutine of its own:
+// the answer does not wait for Redis (a stalled Redis would hold it back
+// by the unlock's bound, 1 s). The lock Client bounds that goroutine as
+// any unlock, and a release Redis did not confirm goes on in the Client's
+// background until Redis answers or Close; its outcome reaches the
+// Client's Observer (see package otellock), not c.Error. A later request
+// for the same key on this replica waits for that release, for at most
+// half its acquisition bound, rather than being turned away by it.
 //
 // Defaults: no wait, status 409 for a held key, the [lock.Client]'s lease.
 //
@@ -165,6 +175,7 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 		m.fail(c, err)
 		return
 	}
+	tracked := lock.Held(held, key)
 	// The handler's context ends before the release is sent, so that a
 	// handler detached from the chain learns it before anyone else can
 	// take the key.
@@ -180,7 +191,7 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 			prev = "" // Key(c) is "" again; the key leaves c.Keys
 		}
 		c.Set(keyName, prev)
-		if err := unlock(); err != nil {
+		if err := release(held, key, tracked, unlock); err != nil {
 			_ = c.Error(m.redacted(err))
 		}
 	}()
@@ -192,10 +203,11 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 }
 
 func (m *middleware) acquire(ctx context.Context, key string) (context.Context, lock.UnlockFunc, error) {
+	opts := awaitRelease(ctx, key, m.cfg.limit, m.cfg.lockOpts)
 	if m.cfg.waitSet {
-		return m.locker.Lock(ctx, key, m.cfg.lockOpts...)
+		return m.locker.Lock(ctx, key, opts...)
 	}
-	return m.locker.TryLock(ctx, key, m.cfg.lockOpts...)
+	return m.locker.TryLock(ctx, key, opts...)
 }
 
 // fail turns the request away: the chain is aborted and the failure
