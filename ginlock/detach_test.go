@@ -112,7 +112,9 @@ type payments struct {
 	started, finished atomic.Int32
 	mu                sync.Mutex
 	charges           map[string]int
-	abandoned         []seen // what each pay that did not charge saw
+	abandoned         []seen                     // what each pay that did not charge saw
+	running           map[string]context.Context // the order's pay still running, its context
+	unaware           int                        // pays started while one still running had a live context
 }
 
 // seen is what a pay saw of its lock when its work was done.
@@ -127,7 +129,20 @@ func (p *payments) pay(c *gin.Context) {
 	p.started.Add(1)
 	defer p.finished.Add(1)
 	ctx := c.Request.Context()
-	key := ginlock.Key(c)
+	key, id := ginlock.Key(c), c.Param("id")
+	p.mu.Lock()
+	if prev := p.running[id]; prev != nil && prev.Err() == nil {
+		p.unaware++ // the earlier pay was not told before this one got the lock
+	}
+	p.running[id] = ctx
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		if p.running[id] == ctx {
+			delete(p.running, id)
+		}
+		p.mu.Unlock()
+	}()
 	time.Sleep(p.work) // the card network: finished whatever the client does
 	if cause := context.Cause(ctx); p.checks && (errors.Is(cause, lock.ErrLost) || errors.Is(cause, lock.ErrNotHeld)) {
 		p.mu.Lock()
@@ -136,7 +151,7 @@ func (p *payments) pay(c *gin.Context) {
 		return
 	}
 	p.mu.Lock()
-	p.charges[c.Param("id")]++
+	p.charges[id]++
 	p.mu.Unlock()
 	c.Status(http.StatusOK)
 }
@@ -210,13 +225,16 @@ func TestDetachedHandlerNeverChargesTwice(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_ = srv.Client(t).FlushAll(context.Background()).Err()
-			p := &payments{work: work, checks: tc.checks, charges: map[string]int{}}
+			p := &payments{work: work, checks: tc.checks, charges: map[string]int{}, running: map[string]context.Context{}}
 			r := gin.New()
 			tc.route(r, p.pay)
 			hs := httptest.NewServer(r)
 			defer hs.Close()
 			retries := payTwice(t, hs.URL, p)
 			t.Logf("charges %v, retries answered %v, pays that found the lock gone: %v", p.charges, retries, p.abandoned)
+			if p.unaware != 0 {
+				t.Errorf("%d pays got the lock while an earlier pay of the order ran with a live context", p.unaware)
+			}
 			for order, n := range p.charges {
 				if n > 1 {
 					t.Errorf("order %s charged %d times", order, n)
