@@ -59,12 +59,14 @@ import (
 //
 // The release is sent when the chain returns, on a goroutine of its own:
 // the answer does not wait for Redis (a stalled Redis would hold it back
-// by the unlock's bound, 1 s). The lock Client bounds that goroutine as
-// any unlock, and a release Redis did not confirm goes on in the Client's
-// background until Redis answers or Close; its outcome reaches the
-// Client's Observer (see package otellock), not c.Error. A later request
-// for the same key on this replica waits for that release, for at most
-// half its acquisition bound, rather than being turned away by it.
+// by the unlock's bound). The lock Client bounds that goroutine as any
+// unlock: 1 s, or until 50 ms past the deadline of the request's context
+// if a middleware set one; a release Redis did not confirm then goes on
+// in the Client's background until Redis answers or Close. Its outcome
+// reaches the Client's Observer (see package otellock), not c.Error. A
+// later request for the same key on this replica waits for that release,
+// for at most half its acquisition bound, rather than being turned away
+// by it.
 //
 // Defaults: no wait, status 409 for a held key, the [lock.Client]'s lease.
 //
