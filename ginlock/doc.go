@@ -73,7 +73,8 @@
 // same key re-enters instead of waiting, which is what makes a ginlock
 // middleware on a route group and another on one of its routes with the
 // same key work. Work started in the background with c.Copy() is not
-// protected once the handler returns.
+// protected once the handler returns: its context then ends with a cause
+// matching [lock.ErrNotHeld].
 //
 // # Middlewares that detach the handler
 //
@@ -94,7 +95,8 @@
 // A handler detached after the lock ended sees its context cancelled
 // with a cause matching [lock.ErrNotHeld], and [lock.Held] false, so
 // that it can stop before a write the lock no longer protects. A
-// detached goroutine uses c.Copy(), as gin documents, never c itself.
+// goroutine that may outlive the handler that started it must use
+// c.Copy(), as gin documents: gin reuses c once the chain has returned.
 //
 // Contention is not a failure: a 409 is not passed to gin.Context.Error.
 // Real failures are ([ErrMissingValue], an unavailable Redis, a closed
