@@ -92,9 +92,10 @@
 //
 //	r.POST("/orders/:id/pay", timeout(ginlock.Wrap(locker, "orders:{id}", pay)))
 //
-// A handler detached after the lock ended sees its context cancelled
-// with a cause matching [lock.ErrNotHeld], and [lock.Held] false, so
-// that it can stop before a write the lock no longer protects. A
+// A handler detached from the chain sees its context cancelled with a
+// cause matching [lock.ErrNotHeld] as the chain returns, before the
+// release is sent, and [lock.Held] false once the release is under way,
+// so that it can stop before a write the lock no longer protects. A
 // goroutine that may outlive the handler that started it must use
 // c.Copy(), as gin documents: gin reuses c once the chain has returned.
 //
