@@ -60,13 +60,14 @@ import (
 // The release is sent when the chain returns, on a goroutine of its own:
 // the answer does not wait for Redis (a stalled Redis would hold it back
 // by the unlock's bound). The lock Client bounds that goroutine as any
-// unlock: 1 s, or until 50 ms past the deadline of the request's context
-// if a middleware set one; a release Redis did not confirm then goes on
-// in the Client's background until Redis answers or Close. Its outcome
-// reaches the Client's Observer (see package otellock), not c.Error. A
-// later request for the same key on this replica waits for that release,
-// for at most half its acquisition bound, rather than being turned away
-// by it.
+// unlock, by its release timeout (1 s), also when a middleware set a
+// longer deadline on the request (the lock is taken without it, and the
+// handler's context reports it); a release Redis did not confirm then
+// goes on in the Client's background until Redis answers or Close. Its
+// outcome reaches the Client's Observer (see package otellock), not
+// c.Error. A later request for the same key on this replica waits for
+// that release, for at most half its acquisition bound, rather than
+// being turned away by it.
 //
 // Defaults: no wait, status 409 for a held key, the [lock.Client]'s lease.
 //
@@ -181,10 +182,11 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 	// The handler's context ends before the release is sent, so that a
 	// handler detached from the chain learns it before anyone else can
 	// take the key.
-	hctx, end := context.WithCancelCause(held)
+	outer := c.Request.Context()
+	lctx, end := context.WithCancelCause(held)
+	hctx := handlerContext(lctx, outer)
 	prev, had := c.Get(keyName)
 	c.Set(keyName, key)
-	outer := c.Request.Context()
 	c.Request = c.Request.WithContext(hctx)
 	defer func() {
 		end(errChainReturned)
@@ -204,8 +206,13 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 	}
 }
 
+// acquire takes key for a request whose context is ctx, within the
+// acquisition bound (and ctx's cancellation, deadline included).
 func (m *middleware) acquire(ctx context.Context, key string) (context.Context, lock.UnlockFunc, error) {
 	opts := awaitRelease(ctx, key, m.cfg.limit, m.cfg.lockOpts)
+	if _, ok := ctx.Deadline(); ok {
+		ctx = noDeadline{ctx}
+	}
 	if m.cfg.waitSet {
 		return m.locker.Lock(ctx, key, opts...)
 	}

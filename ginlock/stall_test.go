@@ -161,3 +161,42 @@ func TestNextRequestNotTurnedAwayByReleaseInFlight(t *testing.T) {
 	}
 	released(t)
 }
+
+// A middleware's deadline on the request (30 s here) does not stretch
+// the background release on a stalled Redis: it ends within the lock
+// Client's release timeout (1 s), while the handler's context still has
+// the request's deadline.
+func TestBackgroundReleaseBoundedWhateverTheRequestDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	locker := locktest.NewClient(t, srv.Client(t))
+	var want, got time.Time
+	r := gin.New()
+	r.Use(func(c *gin.Context) {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 30*time.Second)
+		defer cancel()
+		want, _ = ctx.Deadline()
+		c.Request = c.Request.WithContext(ctx)
+		c.Next()
+	})
+	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), func(c *gin.Context) {
+		got, _ = c.Request.Context().Deadline()
+		if c.Query("stall") != "" {
+			srv.Pause()
+		}
+		c.Status(http.StatusOK)
+	})
+	if w := post(r, "/orders/1/pay"); w.Code != http.StatusOK { // warm up
+		t.Fatalf("status %d", w.Code)
+	}
+	released(t)
+	t.Cleanup(srv.Resume)
+	if w := post(r, "/orders/1/pay?stall=1"); w.Code != http.StatusOK {
+		t.Fatalf("status %d", w.Code)
+	}
+	if !got.Equal(want) {
+		t.Errorf("handler's context deadline %v, want the request's %v", got, want)
+	}
+	start := time.Now()
+	waitFor(t, 3*time.Second, "the background release to end on a stalled Redis", func() bool { return ginlock.ReleasesInFlight() == 0 })
+	t.Logf("background release ended %v after the answer", time.Since(start))
+}
