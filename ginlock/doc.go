@@ -17,7 +17,10 @@
 // The lock is held exactly while the handler chain runs: from the moment
 // it is taken until pay returns or panics, renewed for as long as that
 // takes, also after the client went away (so a payment that is finished
-// deliberately is never run twice by the client's retry).
+// deliberately is never run twice by the client's retry). The release is
+// sent in the background as pay returns, so the answer never waits for
+// Redis; the next request for the order on this replica waits for that
+// release instead of getting 409.
 //
 // # Key templates
 //
@@ -52,11 +55,14 @@
 // c.Request's context is the lock context. It is cancelled with cause
 // [context.Canceled] when the client goes away (the lock is still held:
 // the handler decides whether to finish its work, for example under
-// [context.WithoutCancel]) and with cause [lock.ErrLost] if the lease is
-// lost, so pass c.Request.Context() to the work the lock protects and
-// check [context.Cause] when it ends. A streaming handler (c.Stream,
-// server-sent events) should stop when that context is done: c.Stream
-// stops only on a client disconnect by itself.
+// [context.WithoutCancel]), with cause [lock.ErrLost] if the lease is
+// lost, and with a cause matching [lock.ErrNotHeld] once the chain has
+// returned and the lock is released (a handler still running then was
+// detached from the chain, see below). So pass c.Request.Context() to the
+// work the lock protects and check [context.Cause] when it ends, or
+// [lock.Held] before a write the lock protects. A streaming handler
+// (c.Stream, server-sent events) should stop when that context is done:
+// c.Stream stops only on a client disconnect by itself.
 //
 // [Key] returns the request's lock key and [FencingToken] its fencing
 // token, for a store that rejects stale writers. Do not rebuild the key
@@ -67,7 +73,31 @@
 // same key re-enters instead of waiting, which is what makes a ginlock
 // middleware on a route group and another on one of its routes with the
 // same key work. Work started in the background with c.Copy() is not
-// protected once the handler returns.
+// protected once the handler returns: its context then ends with a cause
+// matching [lock.ErrNotHeld].
+//
+// # Middlewares that detach the handler
+//
+// A middleware that runs the handler on a goroutine of its own and
+// returns before it (a timeout that answers 504 and lets the handler go
+// on) ends the lock of a [New] placed before it while the handler still
+// runs: the client's retry then gets the key. Put such a middleware
+// before ginlock, so that the lock is taken and released inside the
+// detached part:
+//
+//	r.POST("/orders/:id/pay", timeout, ginlock.New(locker, "orders:{id}"), pay)
+//
+// or use [Wrap], which holds the lock exactly while the handler it wraps
+// runs, on whatever goroutine runs it, so the order no longer matters:
+//
+//	r.POST("/orders/:id/pay", timeout(ginlock.Wrap(locker, "orders:{id}", pay)))
+//
+// A handler detached from the chain sees its context cancelled with a
+// cause matching [lock.ErrNotHeld] as the chain returns, before the
+// release is sent, and [lock.Held] false once the release is under way,
+// so that it can stop before a write the lock no longer protects. A
+// goroutine that may outlive the handler that started it must use
+// c.Copy(), as gin documents: gin reuses c once the chain has returned.
 //
 // Contention is not a failure: a 409 is not passed to gin.Context.Error.
 // Real failures are ([ErrMissingValue], an unavailable Redis, a closed

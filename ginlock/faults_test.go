@@ -217,6 +217,7 @@ func TestNestedKeysRestoredAfterInner(t *testing.T) {
 	var heldInRecovery []string
 	r := gin.New()
 	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, _ any) {
+		released(t) // started before the panic reached recovery
 		for _, k := range []string{"tenants:t1", "orders:42"} {
 			if locktest.Held(t, rdb, redisKey(k)) {
 				heldInRecovery = append(heldInRecovery, k)
@@ -255,6 +256,7 @@ func TestNestedKeysRestoredAfterInner(t *testing.T) {
 			t.Errorf("%s: after the inner middleware %+v, want tenants:t1 with its token %d, only it held", target, afterInner, outerToken)
 		}
 	}
+	released(t)
 	for _, k := range []string{"tenants:t1", "orders:42"} {
 		if locktest.Held(t, rdb, redisKey(k)) {
 			t.Errorf("%s still held after the requests", k)

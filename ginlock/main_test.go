@@ -6,16 +6,26 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/goleak"
 
+	"github.com/lockkit/lockkit/ginlock"
 	"github.com/lockkit/lockkit/lock"
 )
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.TestMode)
 	goleak.VerifyTestMain(m)
+}
+
+// released waits until the middleware's releases, which run in the
+// background after the chain, have ended: one round trip on a Redis that
+// answers.
+func released(t *testing.T) {
+	t.Helper()
+	waitFor(t, 2*time.Second, "the background releases to end", func() bool { return ginlock.ReleasesInFlight() == 0 })
 }
 
 // redisKey is the Redis key the lock Client uses for a lock key without

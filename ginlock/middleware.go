@@ -37,17 +37,37 @@ import (
 //     gin's recovery), whatever the client does (see
 //     [lock.WithHoldUntilUnlock]). The lock context is cancelled with
 //     cause [context.Canceled] when the client goes away (the lock is still
-//     held: the handler decides whether to finish) and with cause
-//     [lock.ErrLost] if the lease is lost. Afterwards c.Request's context is
-//     the request's own again, with the values the inner chain attached.
+//     held: the handler decides whether to finish), with cause
+//     [lock.ErrLost] if the lease is lost, and, when the chain returns,
+//     with a cause matching [lock.ErrNotHeld], before the release is sent.
+//     Afterwards c.Request's context is the request's own again, with the
+//     values the inner chain attached.
+//
+// A middleware that detaches the handler from the chain (a timeout that
+// answers and lets the handler go on) must come before New, or the lock
+// ends while the handler runs; [Wrap] is safe in either place (see
+// "Middlewares that detach the handler" in the package documentation).
 //
 // Answers are RFC 9457 problem bodies (Content-Type
 // application/problem+json); [WithConflictStatus] and [WithFailureHandler]
 // change them. A held key is not an error: it is not passed to
 // [gin.Context.Error], so access logs and tracing do not report contention
-// as a failure. Real failures, and an error of the release, are passed to
-// it, with the key template in their text, never the request's key (the
+// as a failure. Real failures, and a lease lost or a Client closed while
+// the chain ran ([lock.ErrLost], [lock.ErrClosed]), are passed to it,
+// with the key template in their text, never the request's key (the
 // error they wrap, reached with [errors.Unwrap], has it).
+//
+// The release is sent when the chain returns, on a goroutine of its own:
+// the answer does not wait for Redis (a stalled Redis would hold it back
+// by the unlock's bound). The lock Client bounds that goroutine as any
+// unlock, by its release timeout (1 s), also when a middleware set a
+// longer deadline on the request (the lock is taken without it, and the
+// handler's context reports it); a release Redis did not confirm then
+// goes on in the Client's background until Redis answers or Close. Its
+// outcome reaches the Client's Observer (see package otellock), not
+// c.Error. A later request for the same key on this replica waits for
+// that release, for at most half its acquisition bound, rather than
+// being turned away by it.
 //
 // Defaults: no wait, status 409 for a held key, the [lock.Client]'s lease.
 //
@@ -56,9 +76,40 @@ import (
 // problems as an error. Nothing is checked per request that could be
 // checked here.
 func New(locker lock.Locker, key string, opts ...Option) gin.HandlerFunc {
+	m := mustMiddleware("New", locker, key, opts)
+	return func(c *gin.Context) { m.serve(c, nil) }
+}
+
+// Wrap returns handler h holding the lock on key while h runs: the same
+// as [New] followed by h, except that the lock is taken and released by
+// the returned handler itself, on whatever goroutine runs it. Use it when
+// a middleware may run the handler detached from the chain, such as a
+// timeout middleware that answers 504 and lets the handler go on: with
+// New in front of such a middleware the lock ends when the chain returns,
+// while the handler still runs. Wrap the handler that does the work, as
+// the innermost layer:
+//
+//	r.POST("/orders/:id/pay", timeout(ginlock.Wrap(locker, "orders:{id}", pay)))
+//
+// and not ginlock.Wrap(locker, key, timeout(pay)), which detaches pay from
+// the lock again. Handlers after the returned one in the chain, and those
+// h runs with c.Next, run after and under the lock respectively.
+//
+// Wrap panics, as New does, on invalid arguments, and when h is nil.
+func Wrap(locker lock.Locker, key string, h gin.HandlerFunc, opts ...Option) gin.HandlerFunc {
+	if h == nil {
+		panic(fmt.Errorf("ginlock: Wrap(%q): nil handler", key))
+	}
+	m := mustMiddleware("Wrap", locker, key, opts)
+	return func(c *gin.Context) { m.serve(c, h) }
+}
+
+// mustMiddleware is the middleware of New and Wrap (named by fn), or a
+// panic naming the problem.
+func mustMiddleware(fn string, locker lock.Locker, key string, opts []Option) *middleware {
 	m, err := newMiddleware(key, opts)
 	if err == nil && isNil(locker) {
-		err = fmt.Errorf("ginlock: New(nil Locker, %q)", key)
+		err = fmt.Errorf("ginlock: %s(nil Locker, %q)", fn, key)
 	}
 	if c, ok := locker.(optionChecker); ok && err == nil {
 		if err = c.CheckLockOptions(m.cfg.lockOpts...); err != nil {
@@ -69,7 +120,7 @@ func New(locker lock.Locker, key string, opts ...Option) gin.HandlerFunc {
 		panic(err)
 	}
 	m.locker = locker
-	return m.handle
+	return m
 }
 
 // Validate reports whether [New] accepts the key template key with opts,
@@ -108,7 +159,15 @@ func newMiddleware(key string, opts []Option) (*middleware, error) {
 	return &middleware{tmpl: t, cfg: cfg}, nil
 }
 
-func (m *middleware) handle(c *gin.Context) {
+// errChainReturned is the cause with which the handler's lock context
+// ends when the chain (or the handler given to Wrap) returns: a handler
+// still running, detached from the chain, must not take it for a client
+// that went away.
+var errChainReturned = fmt.Errorf("ginlock: the handler chain returned and released the lock: %w", lock.ErrNotHeld)
+
+// serve runs h, or the rest of the chain when h is nil, holding the
+// request's lock.
+func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 	key, err := m.tmpl.key(c)
 	if err != nil {
 		m.fail(c, err)
@@ -119,28 +178,45 @@ func (m *middleware) handle(c *gin.Context) {
 		m.fail(c, err)
 		return
 	}
+	tracked := lock.Held(held, key)
+	// The handler's context ends before the release is sent, so that a
+	// handler detached from the chain learns it before anyone else can
+	// take the key.
+	outer := c.Request.Context()
+	lctx, end := context.WithCancelCause(held)
+	hctx := handlerContext(lctx, outer)
 	prev, had := c.Get(keyName)
 	c.Set(keyName, key)
-	outer := c.Request.Context()
-	c.Request = c.Request.WithContext(held)
+	c.Request = c.Request.WithContext(hctx)
 	defer func() {
-		c.Request = restore(outer, held, c.Request)
+		end(errChainReturned)
+		c.Request = restore(outer, hctx, c.Request)
 		if !had {
 			prev = "" // Key(c) is "" again; the key leaves c.Keys
 		}
 		c.Set(keyName, prev)
-		if err := unlock(); err != nil {
+		if err := release(held, key, tracked, unlock); err != nil {
 			_ = c.Error(m.redacted(err))
 		}
 	}()
-	c.Next()
+	if h == nil {
+		c.Next()
+	} else {
+		h(c)
+	}
 }
 
+// acquire takes key for a request whose context is ctx, within the
+// acquisition bound (and ctx's cancellation, deadline included).
 func (m *middleware) acquire(ctx context.Context, key string) (context.Context, lock.UnlockFunc, error) {
-	if m.cfg.waitSet {
-		return m.locker.Lock(ctx, key, m.cfg.lockOpts...)
+	opts := awaitRelease(ctx, key, m.cfg.limit, m.cfg.lockOpts)
+	if _, ok := ctx.Deadline(); ok {
+		ctx = noDeadline{ctx}
 	}
-	return m.locker.TryLock(ctx, key, m.cfg.lockOpts...)
+	if m.cfg.waitSet {
+		return m.locker.Lock(ctx, key, opts...)
+	}
+	return m.locker.TryLock(ctx, key, opts...)
 }
 
 // fail turns the request away: the chain is aborted and the failure

@@ -50,6 +50,7 @@ func TestRunsHandlerHoldingLock(t *testing.T) {
 	if w := post(r, "/orders/42/pay"); w.Code != http.StatusOK || w.Body.String() != "paid" {
 		t.Fatalf("status %d body %q, want 200 paid", w.Code, w.Body)
 	}
+	released(t)
 	if locktest.Held(t, rdb, redisKey("orders:42")) {
 		t.Fatal("lock key still in Redis after the request")
 	}

@@ -21,6 +21,7 @@ type config struct {
 	wait           time.Duration
 	waitSet        bool          // WithWait given: Lock instead of TryLock
 	acquireTimeout time.Duration // without WithWait
+	limit          time.Duration // bound of an acquisition: wait or acquireTimeout
 	retryAfter     time.Duration
 	conflictStatus int
 	onFailure      func(*gin.Context, error) // nil: answer with a problem body
@@ -146,6 +147,7 @@ func newConfig(t *template, opts []Option) (config, error) {
 		return cfg, fmt.Errorf("WithLockOptions: %w", err)
 	}
 	// Held until the handler chain returns, whatever the client does.
+	cfg.limit = limit
 	cfg.lockOpts = append(slices.Clip(cfg.lockOpts), lock.WithHoldUntilUnlock(), lock.WithMaxWait(limit))
 	if len(t.text) <= lock.MaxNameLen && utf8.ValidString(t.text) {
 		// The route's lock in telemetry is its template, as http.route is

@@ -23,7 +23,7 @@ func TestReleaseOnPanic(t *testing.T) {
 	r := gin.New()
 	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, v any) {
 		recovered = v
-		if locktest.Held(t, rdb, redisKey("orders:42")) {
+		if lock.Held(c.Request.Context(), "orders:42") {
 			t.Error("lock still held when the panic reached recovery")
 		}
 		c.AbortWithStatus(http.StatusInternalServerError)
@@ -45,6 +45,10 @@ func TestReleaseOnPanic(t *testing.T) {
 	panics = false
 	if w := post(r, "/orders/42/pay"); w.Code != http.StatusOK {
 		t.Fatalf("next request: status %d, want 200", w.Code)
+	}
+	released(t)
+	if locktest.Held(t, rdb, redisKey("orders:42")) {
+		t.Fatal("lock key still in Redis after the requests")
 	}
 }
 
@@ -89,6 +93,7 @@ func TestReleaseAfterDisconnect(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("handler chain did not finish")
 	}
+	released(t)
 	if locktest.Held(t, rdb, redisKey("orders:42")) {
 		t.Fatal("lock key still in Redis after the client went away")
 	}
@@ -140,6 +145,7 @@ func TestNestedSameKey(t *testing.T) {
 	if count != "2" {
 		t.Fatalf("hold count in the handler = %q, want 2", count)
 	}
+	released(t)
 	if held := locktest.Held(t, rdb, redisKey("orders:42")); held || len(errs) != 0 {
 		t.Fatalf("after the request: key held %v, errors %v", held, errs)
 	}
