@@ -262,7 +262,7 @@ func TestDetachedHandlerNeverChargesTwice(t *testing.T) {
 // Wrap turns requests away as New does, without running the handler or
 // the rest of the chain, and refuses a nil handler at registration.
 func TestWrapTurnsAwayLikeNew(t *testing.T) {
-	_, rdb := locktest.Mini(t)
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	var ran, after int
 	r := gin.New()

@@ -85,12 +85,13 @@ func run(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	fmt.Fprintf(out, "lockkit demo: starting Redis and %d replicas...\n", cfg.replicas)
 	f, err := startFleet(cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer f.close()
-	fmt.Fprintf(out, "lockkit demo: %d replicas on %s, %d concurrent clients for %v, %s\n",
+	fmt.Fprintf(out, "lockkit demo: %d replicas on %s, %d concurrent clients for %v, %s; a line a second:\n",
 		cfg.replicas, f.listenAddrs(), cfg.concurrency, cfg.duration, f.redisName)
 	orders, statuses, payments := drive(ctx, cfg, f.urls(), out)
 	f.stopCron()
