@@ -23,6 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	redistest.QuietLogs()
 	if addr := os.Getenv("CRONLOCK_CHILD_RUN"); addr != "" {
 		runForever(addr)
 		return

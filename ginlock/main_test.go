@@ -13,9 +13,12 @@ import (
 
 	"github.com/lockkit/lockkit/ginlock"
 	"github.com/lockkit/lockkit/lock"
+
+	"github.com/lockkit/lockkit/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
+	redistest.QuietLogs()
 	gin.SetMode(gin.TestMode)
 	goleak.VerifyTestMain(m)
 }

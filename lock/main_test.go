@@ -19,6 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	redistest.QuietLogs()
 	if addr := os.Getenv("LOCKKIT_CHILD_HOLD"); addr != "" {
 		holdForever(addr)
 		return

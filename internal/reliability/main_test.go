@@ -8,6 +8,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/lockkit/lockkit/internal/redistest"
 )
 
 // The test binary runs as a worker process when one of these variables is
@@ -18,6 +20,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	redistest.QuietLogs()
 	if cfg := os.Getenv(workerEnv); cfg != "" {
 		exitWith(runJSON(cfg, runWorker))
 	}

@@ -20,9 +20,12 @@ import (
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/otellock"
+
+	"github.com/lockkit/lockkit/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
+	redistest.QuietLogs()
 	goleak.VerifyTestMain(m)
 }
 
