@@ -31,8 +31,12 @@
 //     write taken and no increment lost, the workload completes. The
 //     frozen holder shows what the lock context cannot do: its stale
 //     write reaches the unfenced counter and costs increments; the
-//     fenced store refuses it. The cut-off holder is told at least half
-//     its drift allowance before its lease lapses in Redis; the Sentinel
+//     fenced store refuses it. The cut-off holder (cut past its first
+//     renewal) is told at least half its drift allowance before its
+//     lease lapses in Redis; so is a holder cut off after renewals, after
+//     an acquisition or renewal whose reply came 700 ms late, or after a
+//     hand-off whose message came 700 ms late
+//     (TestLossNoticePrecedesTakeover); the Sentinel
 //     phase must see acquisitions no replica confirmed. With a cold
 //     script cache, 200 ms of latency must not cost a 1 s lease
 //     (TestSlowRepliesKeepLease). A key given another owner behind the

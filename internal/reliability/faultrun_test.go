@@ -95,8 +95,12 @@ func (r *faultRun) awaitHeld(t *testing.T, srv *redistest.Server, past string) b
 
 // holder returns the fencing token of the holder of the key of
 // TestFaults in rdb, or "" when it is free or Redis does not answer.
-func holder(rdb *redis.Client) string {
-	v, err := rdb.HMGet(context.Background(), faultHash, "n", "t").Result() // hold count and token (docs/design.md)
+func holder(rdb *redis.Client) string { return holderOf(rdb, faultHash) }
+
+// holderOf returns the fencing token of the holder of the lock whose
+// hash is hash in rdb, or "" when it is free or Redis does not answer.
+func holderOf(rdb *redis.Client, hash string) string {
+	v, err := rdb.HMGet(context.Background(), hash, "n", "t").Result() // hold count and token (docs/design.md)
 	if err != nil || v[0] == nil || v[0] == "0" || v[1] == nil {
 		return ""
 	}
