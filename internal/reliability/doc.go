@@ -31,7 +31,7 @@
 //     write taken and no increment lost, the workload completes. The
 //     frozen holder shows what the lock context cannot do: its stale
 //     write reaches the unfenced counter and costs increments; the
-//     fenced store refuses it. The cut-off holder (cut past its first
+//     fenced store refuses it. The cut-off holder (cut past its second
 //     renewal) is told at least half its drift allowance before its
 //     lease lapses in Redis; so is a holder cut off after renewals, after
 //     an acquisition or renewal whose reply came 700 ms late, or after a

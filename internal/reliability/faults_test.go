@@ -173,18 +173,19 @@ func cut(stream string) toxic {
 	return toxic{Name: "cut-" + stream, Type: "timeout", Stream: stream, Attributes: map[string]int64{"timeout": 0}}
 }
 
-// injectCut cuts worker 0's connections, in both directions, half a
-// lease into its long section, for four leases: its 2 other Clients, queued,
+// injectCut cuts worker 0's connections, in both directions, three
+// quarters of a lease into its long section, for four leases: its 2 other Clients, queued,
 // are cut off too, and each may cost the others a claim window (1 s)
 // when its turn comes, after the lease; the others still have a second.
 // Then it cuts one worker's connections after another, each for 300 ms
 // (within a lease) every 600 ms, until the workers finish.
 func injectCut(t *testing.T, r *faultRun) {
 	rec := r.awaitLong(t)
-	// Past the holder's first renewal (a third of the lease in): its
-	// validity then counts from the renewal, whose lease Redis set (a
+	// Past the holder's second renewal (two thirds of the lease in; the
+	// first of a hold handed over is a confirmation, an acquisition): its
+	// validity then counts from a renewal, whose lease Redis set (a
 	// renewal that set less than the holder counts fails here).
-	time.Sleep(time.Duration(rec.Enter + int64(r.lease/2) - now()))
+	time.Sleep(time.Duration(rec.Enter + int64(r.lease*3/4) - now()))
 	for _, stream := range []string{"upstream", "downstream"} {
 		r.apply(t, rec.Worker, cut(stream))
 	}
