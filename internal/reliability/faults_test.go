@@ -70,8 +70,11 @@ func TestFaults(t *testing.T) {
 			inject: injectResets,
 		},
 		{
-			// Each restart, and each cluster master's, exposes at least the
-			// section under way at the kill: the least leaves a margin.
+			// A restart, of Redis or of a cluster master, exposes the section
+			// under way at the kill: the first always (the long section),
+			// each later one unless the kill lands while the holder it waited
+			// for is releasing (one of three missed in a cluster run). Four
+			// leave the least a margin.
 			name: "Redis restarts", sections: 400, lease: time.Second, long: time.Minute, exposed: 2,
 			inject: injectRestarts(4), check: checkRestart,
 		},
@@ -97,7 +100,7 @@ func TestFaults(t *testing.T) {
 		},
 		{
 			name: "cluster master killed", sections: 600, lease: time.Second, long: time.Minute, exposed: 2,
-			start: startCluster, inject: injectRestarts(3), check: checkRestart,
+			start: startCluster, inject: injectRestarts(4), check: checkRestart,
 		},
 	} {
 		t.Run(f.name, func(t *testing.T) {
