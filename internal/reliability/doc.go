@@ -46,6 +46,13 @@
 //     holder frozen for twice its lease, whose stale write a fenced store
 //     rejects. Restarts with and without persistence show what a
 //     restarted Redis forgets.
+//   - Operations outside the promises, measured: a replica promoted by
+//     hand with clients left on the old primary (split brain, or an
+//     outage with WithReplicaAck; TestManualPromotion), subscriptions
+//     200-2000 ms late (TestSlowPubSubKeepsKeysLive), CLIENT PAUSE WRITE
+//     longer than a lease (TestClientPauseWriteLongerThanLease), a
+//     cluster master killed with full coverage required
+//     (TestClusterFullCoverageLosesEveryLock).
 //   - Hostile keys: a fuzz test of keys passed to lock (no collisions, no
 //     script errors, bounded Redis key size); oversized keys are refused.
 //   - Hygiene: 1,000 contended lock/unlock cycles cancelled at random
