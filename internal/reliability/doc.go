@@ -31,8 +31,12 @@
 //     write taken and no increment lost, the workload completes. The
 //     frozen holder shows what the lock context cannot do: its stale
 //     write reaches the unfenced counter and costs increments; the
-//     fenced store refuses it. The cut-off holder is told at least half
-//     its drift allowance before its lease lapses in Redis; the Sentinel
+//     fenced store refuses it. The cut-off holder (cut past its second
+//     renewal) is told at least half its drift allowance before its
+//     lease lapses in Redis; so is a holder cut off after renewals, after
+//     an acquisition or renewal whose reply came 700 ms late, or after a
+//     hand-off whose message came 700 ms late
+//     (TestLossNoticePrecedesTakeover); the Sentinel
 //     phase must see acquisitions no replica confirmed. With a cold
 //     script cache, 200 ms of latency must not cost a 1 s lease
 //     (TestSlowRepliesKeepLease). A key given another owner behind the
@@ -42,6 +46,13 @@
 //     holder frozen for twice its lease, whose stale write a fenced store
 //     rejects. Restarts with and without persistence show what a
 //     restarted Redis forgets.
+//   - Operations outside the promises, measured: a replica promoted by
+//     hand with clients left on the old primary (split brain, or an
+//     outage with WithReplicaAck; TestManualPromotion), subscriptions
+//     200-2000 ms late (TestSlowPubSubKeepsKeysLive), CLIENT PAUSE WRITE
+//     longer than a lease (TestClientPauseWriteLongerThanLease), a
+//     cluster master killed with full coverage required
+//     (TestClusterFullCoverageLosesEveryLock).
 //   - Hostile keys: a fuzz test of keys passed to lock (no collisions, no
 //     script errors, bounded Redis key size); oversized keys are refused.
 //   - Hygiene: 1,000 contended lock/unlock cycles cancelled at random

@@ -38,17 +38,30 @@ func startSentinel(t *testing.T, r *faultRun) []lockRedis {
 }
 
 // injectFailovers asks the Sentinel for a failover while worker 0 is
-// inside its long section, and for another one back once the first
-// ended and the long section is over, as soon as another section is under
-// way, unless the workers finished. A failover lasts until the
-// promoted replica has the old primary as its replica, online: until
-// then a write of a lock has no replica to confirm it
-// (lock.WithReplicaAck).
+// inside its long section; once the first ended and the long section is
+// over, for another one back as soon as another section is under way,
+// and then once more, unless the workers finished. A failover lasts
+// until the promoted replica has the old primary as its replica, online:
+// until then a write of a lock has no replica to confirm it
+// (lock.WithReplicaAck). Each exposes at least the section under way
+// when it began; three make the least the fault must reach (two) a
+// margin, not what every run measures.
 func injectFailovers(t *testing.T, r *faultRun) {
 	long := r.awaitLong(t)
 	r.failover(t, r.srv, r.replica)
-	if r.sleep(max(200*time.Millisecond, time.Duration(long.Enter+int64(r.long)-now()))) && r.awaitHeld(t, r.replica, strconv.FormatUint(long.Token, 10)) {
-		r.failover(t, r.replica, r.srv)
+	if !r.sleep(max(200*time.Millisecond, time.Duration(long.Enter+int64(r.long)-now()))) {
+		return
+	}
+	past := strconv.FormatUint(long.Token, 10)
+	for _, p := range [][2]*redistest.Server{{r.replica, r.srv}, {r.srv, r.replica}} {
+		if !r.awaitHeld(t, p[0], past) {
+			return
+		}
+		r.failover(t, p[0], p[1])
+		past = ""
+		if !r.sleep(200 * time.Millisecond) {
+			return
+		}
 	}
 }
 

@@ -70,8 +70,13 @@ func TestFaults(t *testing.T) {
 			inject: injectResets,
 		},
 		{
+			// A restart, of Redis or of a cluster master, exposes the section
+			// under way at the kill: the first always (the long section),
+			// each later one unless the kill lands while the holder it waited
+			// for is releasing (one of three missed in a cluster run). Four
+			// leave the least a margin.
 			name: "Redis restarts", sections: 400, lease: time.Second, long: time.Minute, exposed: 2,
-			inject: injectRestarts(3), check: checkRestart,
+			inject: injectRestarts(4), check: checkRestart,
 		},
 		{
 			name: "Redis frozen", sections: 200, lease: time.Second, drift: 200 * time.Millisecond, long: time.Minute, exposed: 4,
@@ -90,12 +95,12 @@ func TestFaults(t *testing.T) {
 			start: direct("--maxmemory", "4mb", "--maxmemory-policy", "noeviction", "--enable-debug-command", "local"), inject: injectFull, check: checkFull,
 		},
 		{
-			name: "Sentinel failovers", sections: 400, lease: 2 * time.Second, long: 1500 * time.Millisecond, replicaAck: 1, exposed: 2,
+			name: "Sentinel failovers", sections: 600, lease: 2 * time.Second, long: 1500 * time.Millisecond, replicaAck: 1, exposed: 2,
 			start: startSentinel, inject: injectFailovers, check: checkFailover,
 		},
 		{
-			name: "cluster master killed", sections: 400, lease: time.Second, long: time.Minute, exposed: 2,
-			start: startCluster, inject: injectRestarts(2), check: checkRestart,
+			name: "cluster master killed", sections: 600, lease: time.Second, long: time.Minute, exposed: 2,
+			start: startCluster, inject: injectRestarts(4), check: checkRestart,
 		},
 	} {
 		t.Run(f.name, func(t *testing.T) {
@@ -171,14 +176,19 @@ func cut(stream string) toxic {
 	return toxic{Name: "cut-" + stream, Type: "timeout", Stream: stream, Attributes: map[string]int64{"timeout": 0}}
 }
 
-// injectCut cuts worker 0's connections, in both directions, while it is
-// inside its long section, for four leases: its 2 other Clients, queued,
+// injectCut cuts worker 0's connections, in both directions, three
+// quarters of a lease into its long section, for four leases: its 2 other Clients, queued,
 // are cut off too, and each may cost the others a claim window (1 s)
 // when its turn comes, after the lease; the others still have a second.
 // Then it cuts one worker's connections after another, each for 300 ms
 // (within a lease) every 600 ms, until the workers finish.
 func injectCut(t *testing.T, r *faultRun) {
 	rec := r.awaitLong(t)
+	// Past the holder's second renewal (two thirds of the lease in; the
+	// first of a hold handed over is a confirmation, an acquisition): its
+	// validity then counts from a renewal, whose lease Redis set (a
+	// renewal that set less than the holder counts fails here).
+	time.Sleep(time.Duration(rec.Enter + int64(r.lease*3/4) - now()))
 	for _, stream := range []string{"upstream", "downstream"} {
 		r.apply(t, rec.Worker, cut(stream))
 	}
@@ -224,8 +234,8 @@ func checkLostInLease(t *testing.T, r *faultRun, recs []record) {
 // injectRestarts returns a fault that restarts the locks' Redis n times
 // (SIGKILL, then a new empty redis-server on the same port): first while
 // worker 0 is inside its long section, then each time 200 ms after Redis
-// came back, as soon as a section is under way, unless the workers
-// finished. Redis is kept out of reach for one and a quarter leases from
+// came back, as soon as the third section since is under way, unless the
+// workers finished. Redis is kept out of reach for one and a quarter leases from
 // each kill: a delayed restart, without which a restarted Redis hands out
 // keys whose holders' leases have not run out (see
 // TestRestartWithoutPersistence).
@@ -234,8 +244,17 @@ func injectRestarts(n int) func(*testing.T, *faultRun) {
 		r.awaitLong(t)
 		r.restartDelayed(t)
 		for range n - 1 {
-			if !r.sleep(200*time.Millisecond) || !r.awaitHeld(t, r.srv, "") {
+			if !r.sleep(200 * time.Millisecond) {
 				return
+			}
+			// The third new holder since: the first after a restart may be a
+			// waiter handed the key whose subscription, cut by the restart,
+			// has not told it yet (a cluster master killed then met no
+			// section in 2 of 3 later restarts of a suite run).
+			for range 3 {
+				if !r.awaitHeld(t, r.srv, "") {
+					return
+				}
 			}
 			r.restartDelayed(t)
 		}

@@ -42,27 +42,30 @@ func TestSlowRepliesKeepLease(t *testing.T) {
 	}
 }
 
-// renewalSignal is an Observer that signals each watchdog renewal.
-type renewalSignal chan lock.Renewal
+// signals is an Observer that signals each watchdog renewal, dropping
+// what nobody reads.
+type signals struct{ renewed chan lock.Renewal }
 
-func (renewalSignal) Background(ctx context.Context) context.Context { return ctx }
+func newSignals() signals { return signals{renewed: make(chan lock.Renewal, 16)} }
 
-func (renewalSignal) AcquireStarted(ctx context.Context, _ lock.Acquire) context.Context { return ctx }
+func (signals) Background(ctx context.Context) context.Context { return ctx }
 
-func (renewalSignal) AcquireWaiting(context.Context, lock.Acquire) {}
+func (signals) AcquireStarted(ctx context.Context, _ lock.Acquire) context.Context { return ctx }
 
-func (renewalSignal) AcquireEnded(ctx context.Context, _ lock.Acquire, held context.Context) context.Context {
+func (signals) AcquireWaiting(context.Context, lock.Acquire) {}
+
+func (signals) AcquireEnded(ctx context.Context, _ lock.Acquire, held context.Context) context.Context {
 	if held != nil {
 		return held
 	}
 	return ctx
 }
 
-func (renewalSignal) Released(context.Context, lock.Release) {}
+func (signals) Released(context.Context, lock.Release) {}
 
-func (s renewalSignal) Renewed(r lock.Renewal) {
+func (s signals) Renewed(r lock.Renewal) {
 	select {
-	case s <- r:
+	case s.renewed <- r:
 	default:
 	}
 }
@@ -74,8 +77,8 @@ func warmScripts(t *testing.T, addr string) {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	renewed := make(renewalSignal, 1)
-	c, err := lock.New(rdb, lock.WithDefaultLease(90*time.Millisecond), lock.WithObserver(renewed))
+	sig := newSignals()
+	c, err := lock.New(rdb, lock.WithDefaultLease(90*time.Millisecond), lock.WithObserver(sig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +88,7 @@ func warmScripts(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	select {
-	case r := <-renewed:
+	case r := <-sig.renewed:
 		if r.Err != nil {
 			t.Fatalf("warm-up renewal: %v", r.Err)
 		}

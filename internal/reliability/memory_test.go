@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -14,17 +15,30 @@ import (
 // noeviction, while worker 0 is inside its long section: 2,000 values of
 // 4 KiB in database 1, twice its 4 MB maxmemory, written with DEBUG
 // POPULATE, which ignores the limit. Redis then refuses every command
-// that may need memory until they are deleted two leases later.
+// that may need memory until they are deleted two leases later. Then
+// once more for 300 ms, 200 ms after, as soon as a section is under way.
 func injectFull(t *testing.T, r *faultRun) {
 	rdb := redis.NewClient(&redis.Options{Addr: r.srv.Addr, DB: 1})
 	defer rdb.Close()
-	ctx := context.Background()
 	r.awaitLong(t)
+	r.fill(t, rdb, 2*r.lease)
+	// Once more under another holder, so that the fault exposes more
+	// sections than the least it must (one) when nothing goes wrong.
+	if r.sleep(200*time.Millisecond) && r.awaitHeld(t, r.srv, "") {
+		r.fill(t, rdb, 300*time.Millisecond)
+	}
+}
+
+// fill writes 8 MB to rdb's database, past maxmemory, and deletes it d
+// later, or once the workers finished.
+func (r *faultRun) fill(t *testing.T, rdb *redis.Client, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
 	start := now()
 	if err := rdb.Do(ctx, "DEBUG", "POPULATE", 2000, "fill", 4096).Err(); err != nil {
 		t.Fatalf("DEBUG POPULATE: %v", err)
 	}
-	r.sleep(2 * r.lease)
+	r.sleep(d)
 	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
