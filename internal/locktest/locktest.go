@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -74,8 +75,8 @@ func (cc *CommandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 
 // StartChild runs the test binary again, running no test, with env (a
 // NAME=value pair its TestMain acts on), and waits for the child's first
-// line on stdout, failing the test unless it is ready. The child is killed
-// when the test ends.
+// line on stdout (30 s at most), failing the test unless it is ready. The
+// child is killed when the test ends.
 func StartChild(t testing.TB, env, ready string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -88,12 +89,32 @@ func StartChild(t testing.TB, env, ready string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != ready+"\n" {
-		t.Fatalf("child process: %q %v, want %q", line, err, ready)
+	type read struct {
+		line string
+		err  error
+	}
+	got := make(chan read, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		got <- read{line, err}
+	}()
+	select {
+	case r := <-got:
+		if r.err != nil || r.line != ready+"\n" {
+			t.Fatalf("child process (%s): %q %v, want %q", env, r.line, r.err, ready)
+		}
+	case <-time.After(childReady):
+		_ = cmd.Process.Kill() // ends the read above
+		t.Fatalf("child process (%s): not %q within %v", env, ready, childReady)
 	}
 	return cmd
 }
+
+// childReady bounds the wait for a child's first line: generous, since a
+// loaded machine starts the test binary slowly, but a child that never
+// gets ready (its lock taken instead of queued) fails the test instead of
+// hanging it.
+const childReady = 30 * time.Second
 
 // TokenWhenLocked takes key with l in a goroutine and sends on the
 // returned channel the fencing token it got once it holds key (0 after
