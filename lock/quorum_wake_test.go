@@ -127,12 +127,22 @@ func TestQuorumWaiterDoesNotWakeItself(t *testing.T) {
 	holder := newQuorum(t, clients())
 	_, unlock := locktest.MustLock(t, holder, ctx, "spin")
 	defer func() { _ = unlock() }()
-	if err := srvs[2].Client(t).Del(ctx, "lockkit:{spin}").Err(); err != nil {
+	// Lock returns once a majority answered, so the holder may lack one
+	// node already: that one is the free node; else the test frees one.
+	node := len(srvs) - 1
+	for i, s := range srvs {
+		if n, err := s.Client(t).Exists(ctx, "lockkit:{spin}").Result(); err != nil {
+			t.Fatal(err)
+		} else if n == 0 {
+			node = i
+		}
+	}
+	if err := srvs[node].Client(t).Del(ctx, "lockkit:{spin}").Err(); err != nil {
 		t.Fatal(err)
 	}
 	rdbs := clients()
 	free := &keyHook{key: "lockkit:{spin}"}
-	rdbs[2].AddHook(free)
+	rdbs[node].AddHook(free)
 	_, _, err := newQuorum(t, rdbs).Lock(ctx, "spin", lock.WithMaxWait(2*time.Second))
 	if err == nil {
 		t.Fatal("obtained a key another Client holds on a majority")
