@@ -450,7 +450,12 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 	res, err := h.attempt(ctx, !cl.a.Try)
 	if !cl.a.Try && !res.ok && err == nil {
 		if q == nil {
-			q, me, confirmed = c.wt.join(h, true)
+			// Joined after the attempt that queued the owner in Redis: a
+			// hand-off or turn announced in between reached no waiter
+			// here (one by a release of this Client is told only by its
+			// reply), so the waiter tries again once the subscription is
+			// confirmed, at once if it is already (confirmed stays false).
+			q, me, _ = c.wt.join(h, true)
 		}
 		c.reportWaiting(cl, res.position)
 		res, err = c.wt.wait(ctx, h, q, me, confirmed, res)
