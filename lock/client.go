@@ -229,6 +229,11 @@ func (c *Client) isClosed() bool { return c.life.Err() != nil }
 // Client for key, or derives from such a context), Lock re-enters: the hold
 // count in Redis goes up and nothing waits; the re-entry keeps the
 // outermost acquisition's lease, so its lease options are only validated.
+// Re-entry does not depend on ctx's cancellation: while the hold is live,
+// a cancelled ctx that holds key re-enters too (the new level's context
+// derives from ctx, so it is done as well, with ctx's cause), and the
+// Redis call runs until ctx's deadline + 50 ms or, without a deadline,
+// for up to 1 s.
 // Goroutines started with a held context act for the holder. Any other
 // context contends, even one that holds other keys or shares a parent with
 // the holder.
@@ -360,7 +365,12 @@ var errWaitLimit = errors.New("lock: wait limit passed")
 // errWaitLimit) and at Close (cause ErrClosed), and when endCall ends the
 // call.
 func (c *Client) callContext(cl *call, lc lockConfig) context.Context {
-	ctx, cancel := context.WithCancelCause(cl.rctx)
+	return c.callContextOn(cl, lc, cl.rctx)
+}
+
+// callContextOn is callContext over base, which derives from cl.rctx.
+func (c *Client) callContextOn(cl *call, lc lockConfig, base context.Context) context.Context {
+	ctx, cancel := context.WithCancelCause(base)
 	cl.cancel = cancel
 	c.callsMu.Lock()
 	if c.callsClosed {
@@ -422,18 +432,15 @@ func ended(ctx context.Context, key string, remaining time.Duration, cutOff bool
 }
 
 func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
-	ctx := c.callContext(cl, lc)
-	defer c.endCall(cl)
 	if outer != nil {
-		lvl, err := outer.h.enter(ctx, cl, outer)
-		if cutOff(ctx, err) && err != errReleased {
-			err = ended(ctx, cl.a.Key, 0, true)
-		}
+		lvl, err := c.reenter(cl, lc, outer)
 		if err != errReleased {
 			return lvl, err
 		}
 		cl.a.Reentrant = false // unlocked meanwhile: ctx no longer holds the key
 	}
+	ctx := c.callContext(cl, lc)
+	defer c.endCall(cl)
 	if err := cl.ctx.Err(); err != nil {
 		return nil, errors.Join(&NotObtainedError{Key: cl.a.Key}, err)
 	}
@@ -472,6 +479,23 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 		return nil, &NotObtainedError{Key: cl.a.Key, RemainingLease: res.remaining, Reserved: res.reserved}
 	}
 	return h.start(cl, res)
+}
+
+// reenter re-enters outer's hold. The caller's cancellation does not
+// matter: a context that holds the key re-enters while the hold is live,
+// also once it is cancelled (a request whose client went away, held with
+// [WithHoldUntilUnlock]). Its Redis call is bounded as an unlock's is (see
+// unlockContext), by the wait limit, and by Close.
+func (c *Client) reenter(cl *call, lc lockConfig, outer *level) (*level, error) {
+	base, cancel := unlockContext(cl.rctx)
+	defer cancel()
+	ctx := c.callContextOn(cl, lc, base)
+	defer c.endCall(cl)
+	lvl, err := outer.h.enter(ctx, cl, outer)
+	if cutOff(ctx, err) && err != errReleased {
+		err = ended(ctx, cl.a.Key, 0, true)
+	}
+	return lvl, err
 }
 
 func (c *Client) newOwner() string {

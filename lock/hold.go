@@ -304,9 +304,6 @@ func (h *hold) enter(ctx context.Context, cl *call, via *level) (*level, error) 
 	case end != nil:
 		return nil, end
 	}
-	if err := cl.ctx.Err(); err != nil {
-		return nil, errors.Join(&NotObtainedError{Key: h.key}, err)
-	}
 	c := h.c
 	rs := fanOutScripts(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
 		return nd.acquire(ctx, h, n, false)
