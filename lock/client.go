@@ -245,6 +245,12 @@ func (c *Client) isClosed() bool { return c.life.Err() != nil }
 // the queue with one more Redis call, which Lock waits for up to 50 ms
 // (the janitor goes on with it in the background).
 //
+// When ctx ends while the key is being taken (its turn came as ctx was
+// cancelled), Lock returns the error below and lets the key go to the
+// next waiter, in the background if Redis is slow: a success is never a
+// lock context that was done before Lock obtained the key (it is done only
+// if ctx ended after that, as it may end just after Lock returns).
+//
 // On success the returned context derives from ctx, carries the ownership
 // and is cancelled with cause [ErrLost] if the lease is lost, [ErrClosed]
 // at Close, and when unlock is called; the returned [UnlockFunc] releases
@@ -478,7 +484,14 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 	case !res.ok:
 		return nil, &NotObtainedError{Key: cl.a.Key, RemainingLease: res.remaining, Reserved: res.reserved}
 	}
-	return h.start(cl, res)
+	lvl, err := h.start(cl, res)
+	if err == errGaveUp {
+		// The key goes on to the next waiter, or is freed, in the
+		// background if Redis is slow.
+		c.jan.abandon(h, true, leaveWait)
+		return nil, errors.Join(&NotObtainedError{Key: cl.a.Key}, cl.ctx.Err())
+	}
+	return lvl, err
 }
 
 // reenter re-enters outer's hold. The caller's cancellation does not

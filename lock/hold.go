@@ -283,8 +283,27 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 		h.c.jan.abandon(h, true, 0) // released before Close returns, if Redis answers
 		return nil, ErrClosed
 	}
-	return h.newLevelLocked(cl), nil
+	l := h.newLevelLocked(cl)
+	if l.held.Err() != nil {
+		// The caller's context ended while the key was being taken (a
+		// wake-up and the cancellation came together, or the cancellation
+		// came while the winning command ran). Checked on the level's own
+		// context once it is made and reported, as late as can be, so a
+		// success never hands back a context that was done before: the
+		// level ends at once, as if unlocked, and the caller lets the key
+		// go.
+		h.endLevelsLocked(l, nil)
+		h.c.reportRelease(l, context.Cause(l.held))
+		h.endLocked(errDone)
+		l.cancel(errUnlocked)
+		return nil, errGaveUp
+	}
+	return l, nil
 }
+
+// errGaveUp tells that the caller's context ended while its key was
+// being taken; the caller lets the key go (see take).
+var errGaveUp = errors.New("lock: caller gave up")
 
 // enter re-enters the hold through via, the level cl's context carries:
 // one more hold count in Redis. It returns the cause when the hold has
