@@ -27,7 +27,9 @@ type Locker interface {
 //
 // It returns nil when Redis confirmed the release, [ErrNotHeld] when it was
 // already called (Redis is not touched again), [ErrLost] when the lease had
-// been lost before, or the Redis error (the lease then lapses by itself).
+// been lost before, [ErrClosed] when [Client.Close] ended the hold (also
+// while this unlock's release was on its way), or the Redis error (the
+// lease then lapses by itself).
 // Afterwards the level's lock context is cancelled with a cause that
 // matches [ErrNotHeld] ([ErrLost] if the lease was lost first), never plain
 // [context.Canceled], which means the caller's own context ended while the

@@ -421,6 +421,11 @@ func (l *level) unlock() error {
 		err = ErrClosed // Close released the key, or its lease lapses
 	}
 	h.mu.Lock()
+	if err == ErrLost && h.end == ErrClosed {
+		// Close ended the hold while the release was on its way, and
+		// released the key first: not a loss.
+		err = ErrClosed
+	}
 	if err == ErrLost {
 		h.loseLocked(LossKeyGone) // for the levels still held
 	}
