@@ -170,7 +170,9 @@ func isNil(rdb redis.UniversalClient) bool {
 // Close ends every lock still held: its context is cancelled with cause
 // [ErrClosed], its lease is no longer renewed, and Close releases its key
 // in Redis, best effort (a key Redis did not confirm releasing lapses within
-// its lease). It wakes every waiting Lock with ErrClosed, has the waiters
+// its lease). It wakes every waiting Lock with ErrClosed and takes it out
+// of the key's wait queue in Redis before it returns (if Redis answers in
+// time), so that no release hands a key to a closed Client, has the waiters
 // of other Clients check the keys it handed over in the last claim window
 // (1 s), which it can no longer check itself, and stops the Client's
 // goroutines.
@@ -393,11 +395,17 @@ func (c *Client) callContextOn(cl *call, lc lockConfig, base context.Context) co
 	return ctx
 }
 
-// endCall cancels the context of a call that callContext made.
+// endCall cancels the context of a call that callContext made. The last
+// call to end after Close wakes the janitor, which Close waits for: the
+// call handed it what the call owes Redis (leaving the queue) first.
 func (c *Client) endCall(cl *call) {
 	c.callsMu.Lock()
 	delete(c.calls, cl)
+	last := c.callsClosed && len(c.calls) == 0
 	c.callsMu.Unlock()
+	if last {
+		signal(c.jan.kick)
+	}
 	if cl.cancelLimit != nil {
 		cl.cancelLimit()
 	}
@@ -413,7 +421,14 @@ func (c *Client) closeCalls() {
 	for cl := range c.calls {
 		cl.cancel(ErrClosed)
 	}
-	clear(c.calls)
+}
+
+// callsUnderWay reports whether a Lock or TryLock call that callContext
+// registered has yet to end.
+func (c *Client) callsUnderWay() bool {
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	return len(c.calls) > 0
 }
 
 // ended is the error of a call whose context ended: what ended it, as a
