@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,8 +82,16 @@ var _ Locker = (*Client)(nil)
 // Defaults: lease [DefaultLease] (30 s) renewed by the watchdog every 10 s,
 // key prefix [DefaultPrefix], drift allowance 1% of the lease + 2 ms, no
 // observer, owners naming the host and process id but no label (see
-// [WithOwnerLabel]). New makes no Redis call; it returns an error wrapping
-// [ErrInvalid] for a nil rdb, a Ring or a bad option.
+// [WithOwnerLabel]), logging to [slog.Default]. It returns an error
+// wrapping [ErrInvalid] for a nil rdb, a Ring or a bad option.
+//
+// New makes one Redis call, CONFIG GET maxmemory*, waiting for it at most
+// 500 ms, and logs one Warn (see [WithLogger]) naming the policy when
+// maxmemory-policy is not noeviction: every other policy may evict lock
+// keys (volatile-* evicts exactly the keys with a TTL, held locks among
+// them), and an evicted lock is taken by another owner before its holder
+// learns of it at its next renewal. Where CONFIG GET is refused (managed
+// Redis often renames it) or unanswered, New logs at Debug and goes on.
 //
 // New starts the watchdog, the janitor (which cleans up after calls cut
 // short) and a subscriber of pub/sub channels: three goroutines, which end
@@ -106,7 +115,7 @@ func checkRedis(rdb redis.UniversalClient) error {
 }
 
 func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
-	cfg := config{lease: DefaultLease, prefix: DefaultPrefix}
+	cfg := config{lease: DefaultLease, prefix: DefaultPrefix, logger: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -141,6 +150,7 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 	if nd := c.nodes[0]; len(c.nodes) == 1 && !nd.sharded && nd.acks == 0 {
 		nd.pipe = newPipe(nd, c.tasks, c.life)
 	}
+	c.checkEviction()
 	c.closed = make(chan struct{})
 	c.wd = newWatchdog(c)
 	c.wt = newWaiters(c)

@@ -26,6 +26,7 @@ type node struct {
 
 	acks       int // replicas that must confirm each write (WithReplicaAck); 0: none
 	ackTimeout time.Duration
+	policy     string // maxmemory-policy read at New; "" if unknown (see checkEviction)
 
 	// Concurrent script calls share round trips (see pipe). Nil on Redis
 	// Cluster, where a pipeline would wait for every master it reaches;
