@@ -85,8 +85,9 @@ var _ Locker = (*Client)(nil)
 // [WithOwnerLabel]), logging to [slog.Default]. It returns an error
 // wrapping [ErrInvalid] for a nil rdb, a Ring or a bad option.
 //
-// New makes one Redis call, CONFIG GET maxmemory*, waiting for it at most
-// 500 ms, and logs one Warn (see [WithLogger]) naming the policy when
+// New makes one Redis call, CONFIG GET maxmemory*, waiting for its answer
+// at most 50 ms (the rest, up to 1 s, goes on in the background), and logs
+// one Warn (see [WithLogger]) naming the policy when
 // maxmemory-policy is not noeviction: every other policy may evict lock
 // keys (volatile-* evicts exactly the keys with a TTL, held locks among
 // them), and an evicted lock is taken by another owner before its holder
@@ -150,7 +151,6 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 	if nd := c.nodes[0]; len(c.nodes) == 1 && !nd.sharded && nd.acks == 0 {
 		nd.pipe = newPipe(nd, c.tasks, c.life)
 	}
-	c.checkEviction()
 	c.closed = make(chan struct{})
 	c.wd = newWatchdog(c)
 	c.wt = newWaiters(c)
@@ -160,6 +160,7 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 	for _, s := range c.wt.subs {
 		c.tasks.run(s.run)
 	}
+	c.startEvictionCheck()
 	return c, nil
 }
 

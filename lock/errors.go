@@ -59,7 +59,13 @@ func redisError(err error) error { return oomError(err, "") }
 
 // redisError is redisError naming nd's maxmemory-policy, if known (see
 // checkEviction).
-func (nd *node) redisError(err error) error { return oomError(err, nd.policy) }
+func (nd *node) redisError(err error) error {
+	policy := ""
+	if p := nd.policy.Load(); p != nil {
+		policy = *p
+	}
+	return oomError(err, policy)
+}
 
 // oomError wraps [ErrOutOfMemory] around an OOM error of Redis, naming
 // policy when it is known.

@@ -10,9 +10,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// evictionCheckTimeout bounds New's question about Redis's eviction
-// policy (see checkEviction).
-const evictionCheckTimeout = 500 * time.Millisecond
+const (
+	// evictionCheckTimeout bounds the question about Redis's eviction
+	// policy that New asks (see checkEviction).
+	evictionCheckTimeout = time.Second
+
+	// evictionCheckWait is how long New waits for that answer before it
+	// returns; the check goes on in the background after.
+	evictionCheckWait = 50 * time.Millisecond
+)
 
 // noEviction is the one maxmemory-policy that never removes lock keys.
 const noEviction = "noeviction"
@@ -23,9 +29,27 @@ const noEviction = "noeviction"
 // policies evict exactly the held locks, and allkeys-* may evict them too;
 // an evicted lock is taken by another owner before its holder is told (at
 // its next renewal). Where CONFIG GET is refused (managed Redis) or
-// unanswered in evictionCheckTimeout, it logs at Debug and goes on.
+// unanswered in evictionCheckTimeout, it logs at Debug and goes on. It
+// runs as one of the Client's goroutines, which New waits for up to
+// evictionCheckWait: a stalled Redis must not hold New up.
+func (c *Client) startEvictionCheck() {
+	checked := make(chan struct{})
+	if !c.tasks.run(func() {
+		defer close(checked)
+		c.checkEviction()
+	}) {
+		return
+	}
+	t := time.NewTimer(evictionCheckWait)
+	defer t.Stop()
+	select {
+	case <-checked:
+	case <-t.C:
+	}
+}
+
 func (c *Client) checkEviction() {
-	ctx, cancel := context.WithTimeout(c.cfg.background(), evictionCheckTimeout)
+	ctx, cancel := context.WithTimeout(c.life, evictionCheckTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, nd := range c.nodes {
@@ -45,7 +69,7 @@ func (nd *node) checkEviction(ctx context.Context, log *slog.Logger) {
 		log.LogAttrs(ctx, slog.LevelDebug, "lock: could not read Redis's maxmemory-policy, so whether it may evict lock keys is unknown", addr, slog.Any("error", err))
 		return
 	}
-	nd.policy = policy
+	nd.policy.Store(&policy)
 	if policy == noEviction {
 		return
 	}
