@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +28,9 @@ type Locker interface {
 //
 // It returns nil when Redis confirmed the release, [ErrNotHeld] when it was
 // already called (Redis is not touched again), [ErrLost] when the lease had
-// been lost before, or the Redis error (the lease then lapses by itself).
+// been lost before, [ErrClosed] when [Client.Close] ended the hold (also
+// while this unlock's release was on its way), or the Redis error (the
+// lease then lapses by itself).
 // Afterwards the level's lock context is cancelled with a cause that
 // matches [ErrNotHeld] ([ErrLost] if the lease was lost first), never plain
 // [context.Canceled], which means the caller's own context ended while the
@@ -79,8 +82,17 @@ var _ Locker = (*Client)(nil)
 // Defaults: lease [DefaultLease] (30 s) renewed by the watchdog every 10 s,
 // key prefix [DefaultPrefix], drift allowance 1% of the lease + 2 ms, no
 // observer, owners naming the host and process id but no label (see
-// [WithOwnerLabel]). New makes no Redis call; it returns an error wrapping
-// [ErrInvalid] for a nil rdb, a Ring or a bad option.
+// [WithOwnerLabel]), logging to [slog.Default]. It returns an error
+// wrapping [ErrInvalid] for a nil rdb, a Ring or a bad option.
+//
+// New makes one Redis call, CONFIG GET maxmemory*, waiting for its answer
+// at most 50 ms (the rest, up to 1 s, goes on in the background), and logs
+// one Warn (see [WithLogger]) naming the policy when
+// maxmemory-policy is not noeviction: every other policy may evict lock
+// keys (volatile-* evicts exactly the keys with a TTL, held locks among
+// them), and an evicted lock is taken by another owner before its holder
+// learns of it at its next renewal. Where CONFIG GET is refused (managed
+// Redis often renames it) or unanswered, New logs at Debug and goes on.
 //
 // New starts the watchdog, the janitor (which cleans up after calls cut
 // short) and a subscriber of pub/sub channels: three goroutines, which end
@@ -104,7 +116,7 @@ func checkRedis(rdb redis.UniversalClient) error {
 }
 
 func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
-	cfg := config{lease: DefaultLease, prefix: DefaultPrefix}
+	cfg := config{lease: DefaultLease, prefix: DefaultPrefix, logger: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -148,6 +160,7 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 	for _, s := range c.wt.subs {
 		c.tasks.run(s.run)
 	}
+	c.startEvictionCheck()
 	return c, nil
 }
 
@@ -168,7 +181,9 @@ func isNil(rdb redis.UniversalClient) bool {
 // Close ends every lock still held: its context is cancelled with cause
 // [ErrClosed], its lease is no longer renewed, and Close releases its key
 // in Redis, best effort (a key Redis did not confirm releasing lapses within
-// its lease). It wakes every waiting Lock with ErrClosed, has the waiters
+// its lease). It wakes every waiting Lock with ErrClosed and takes it out
+// of the key's wait queue in Redis before it returns (if Redis answers in
+// time), so that no release hands a key to a closed Client, has the waiters
 // of other Clients check the keys it handed over in the last claim window
 // (1 s), which it can no longer check itself, and stops the Client's
 // goroutines.
@@ -229,6 +244,11 @@ func (c *Client) isClosed() bool { return c.life.Err() != nil }
 // Client for key, or derives from such a context), Lock re-enters: the hold
 // count in Redis goes up and nothing waits; the re-entry keeps the
 // outermost acquisition's lease, so its lease options are only validated.
+// Re-entry does not depend on ctx's cancellation: while the hold is live,
+// a cancelled ctx that holds key re-enters too (the new level's context
+// derives from ctx, so it is done as well, with ctx's cause), and the
+// Redis call runs until ctx's deadline + 50 ms or, without a deadline,
+// for up to 1 s.
 // Goroutines started with a held context act for the holder. Any other
 // context contends, even one that holds other keys or shares a parent with
 // the holder.
@@ -239,6 +259,12 @@ func (c *Client) isClosed() bool { return c.life.Err() != nil }
 // "Waiting" in the package documentation); one that stops waiting leaves
 // the queue with one more Redis call, which Lock waits for up to 50 ms
 // (the janitor goes on with it in the background).
+//
+// When ctx ends while the key is being taken (its turn came as ctx was
+// cancelled), Lock returns the error below and lets the key go to the
+// next waiter, in the background if Redis is slow: a success is never a
+// lock context that was done before Lock obtained the key (it is done only
+// if ctx ended after that, as it may end just after Lock returns).
 //
 // On success the returned context derives from ctx, carries the ownership
 // and is cancelled with cause [ErrLost] if the lease is lost, [ErrClosed]
@@ -360,7 +386,12 @@ var errWaitLimit = errors.New("lock: wait limit passed")
 // errWaitLimit) and at Close (cause ErrClosed), and when endCall ends the
 // call.
 func (c *Client) callContext(cl *call, lc lockConfig) context.Context {
-	ctx, cancel := context.WithCancelCause(cl.rctx)
+	return c.callContextOn(cl, lc, cl.rctx)
+}
+
+// callContextOn is callContext over base, which derives from cl.rctx.
+func (c *Client) callContextOn(cl *call, lc lockConfig, base context.Context) context.Context {
+	ctx, cancel := context.WithCancelCause(base)
 	cl.cancel = cancel
 	c.callsMu.Lock()
 	if c.callsClosed {
@@ -375,11 +406,17 @@ func (c *Client) callContext(cl *call, lc lockConfig) context.Context {
 	return ctx
 }
 
-// endCall cancels the context of a call that callContext made.
+// endCall cancels the context of a call that callContext made. The last
+// call to end after Close wakes the janitor, which Close waits for: the
+// call handed it what the call owes Redis (leaving the queue) first.
 func (c *Client) endCall(cl *call) {
 	c.callsMu.Lock()
 	delete(c.calls, cl)
+	last := c.callsClosed && len(c.calls) == 0
 	c.callsMu.Unlock()
+	if last {
+		signal(c.jan.kick)
+	}
 	if cl.cancelLimit != nil {
 		cl.cancelLimit()
 	}
@@ -395,7 +432,14 @@ func (c *Client) closeCalls() {
 	for cl := range c.calls {
 		cl.cancel(ErrClosed)
 	}
-	clear(c.calls)
+}
+
+// callsUnderWay reports whether a Lock or TryLock call that callContext
+// registered has yet to end.
+func (c *Client) callsUnderWay() bool {
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	return len(c.calls) > 0
 }
 
 // ended is the error of a call whose context ended: what ended it, as a
@@ -422,18 +466,15 @@ func ended(ctx context.Context, key string, remaining time.Duration, cutOff bool
 }
 
 func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
-	ctx := c.callContext(cl, lc)
-	defer c.endCall(cl)
 	if outer != nil {
-		lvl, err := outer.h.enter(ctx, cl, outer)
-		if cutOff(ctx, err) && err != errReleased {
-			err = ended(ctx, cl.a.Key, 0, true)
-		}
+		lvl, err := c.reenter(cl, lc, outer)
 		if err != errReleased {
 			return lvl, err
 		}
 		cl.a.Reentrant = false // unlocked meanwhile: ctx no longer holds the key
 	}
+	ctx := c.callContext(cl, lc)
+	defer c.endCall(cl)
 	if err := cl.ctx.Err(); err != nil {
 		return nil, errors.Join(&NotObtainedError{Key: cl.a.Key}, err)
 	}
@@ -476,7 +517,31 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 	case !res.ok:
 		return nil, &NotObtainedError{Key: cl.a.Key, RemainingLease: res.remaining, Reserved: res.reserved}
 	}
-	return h.start(cl, res)
+	lvl, err := h.start(cl, res)
+	if err == errGaveUp {
+		// The key goes on to the next waiter, or is freed, in the
+		// background if Redis is slow.
+		c.jan.abandon(h, true, leaveWait)
+		return nil, errors.Join(&NotObtainedError{Key: cl.a.Key}, cl.ctx.Err())
+	}
+	return lvl, err
+}
+
+// reenter re-enters outer's hold. The caller's cancellation does not
+// matter: a context that holds the key re-enters while the hold is live,
+// also once it is cancelled (a request whose client went away, held with
+// [WithHoldUntilUnlock]). Its Redis call is bounded as an unlock's is (see
+// unlockContext), by the wait limit, and by Close.
+func (c *Client) reenter(cl *call, lc lockConfig, outer *level) (*level, error) {
+	base, cancel := unlockContext(cl.rctx)
+	defer cancel()
+	ctx := c.callContextOn(cl, lc, base)
+	defer c.endCall(cl)
+	lvl, err := outer.h.enter(ctx, cl, outer)
+	if cutOff(ctx, err) && err != errReleased {
+		err = ended(ctx, cl.a.Key, 0, true)
+	}
+	return lvl, err
 }
 
 func (c *Client) newOwner() string {

@@ -39,8 +39,10 @@ var (
 	ErrInvalid = errors.New("lock: invalid argument")
 
 	// ErrOutOfMemory is wrapped by the error of a call Redis refused
-	// because it reached its maxmemory with the noeviction policy (an OOM
-	// error): no new lock can be taken until memory is freed. Renewals and
+	// because it reached its maxmemory and could free nothing (an OOM
+	// error: the noeviction policy, or an eviction policy that found
+	// nothing left to evict; the error names the maxmemory-policy read at
+	// [New]): no new lock can be taken until memory is freed. Renewals and
 	// final releases still work on a full Redis (they write nothing new
 	// before they free), so held locks are not lost to it.
 	ErrOutOfMemory = errors.New("lock: Redis is out of memory")
@@ -53,11 +55,30 @@ var (
 
 // redisError returns err, wrapping [ErrOutOfMemory] when Redis refused the
 // command for lack of memory.
-func redisError(err error) error {
-	if redis.HasErrorPrefix(err, "OOM") {
-		return fmt.Errorf("%w (maxmemory reached, noeviction): %w", ErrOutOfMemory, err)
+func redisError(err error) error { return oomError(err, "") }
+
+// redisError is redisError naming nd's maxmemory-policy, if known (see
+// checkEviction).
+func (nd *node) redisError(err error) error {
+	policy := ""
+	if p := nd.policy.Load(); p != nil {
+		policy = *p
 	}
-	return err
+	return oomError(err, policy)
+}
+
+// oomError wraps [ErrOutOfMemory] around an OOM error of Redis, naming
+// policy when it is known.
+func oomError(err error, policy string) error {
+	switch {
+	case !redis.HasErrorPrefix(err, "OOM"):
+		return err
+	case policy == "":
+		return fmt.Errorf("%w (maxmemory reached): %w", ErrOutOfMemory, err)
+	case policy == noEviction:
+		return fmt.Errorf("%w (maxmemory reached, maxmemory-policy noeviction): %w", ErrOutOfMemory, err)
+	}
+	return fmt.Errorf("%w (maxmemory reached, nothing left to evict under maxmemory-policy %s): %w", ErrOutOfMemory, policy, err)
 }
 
 // NotObtainedError tells why a lock was not obtained. It matches

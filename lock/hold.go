@@ -283,8 +283,27 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 		h.c.jan.abandon(h, true, 0) // released before Close returns, if Redis answers
 		return nil, ErrClosed
 	}
-	return h.newLevelLocked(cl), nil
+	l := h.newLevelLocked(cl)
+	if l.held.Err() != nil {
+		// The caller's context ended while the key was being taken (a
+		// wake-up and the cancellation came together, or the cancellation
+		// came while the winning command ran). Checked on the level's own
+		// context once it is made and reported, as late as can be, so a
+		// success never hands back a context that was done before: the
+		// level ends at once, as if unlocked, and the caller lets the key
+		// go.
+		h.endLevelsLocked(l, nil)
+		h.c.reportRelease(l, context.Cause(l.held))
+		h.endLocked(errDone)
+		l.cancel(errUnlocked)
+		return nil, errGaveUp
+	}
+	return l, nil
 }
+
+// errGaveUp tells that the caller's context ended while its key was
+// being taken; the caller lets the key go (see take).
+var errGaveUp = errors.New("lock: caller gave up")
 
 // enter re-enters the hold through via, the level cl's context carries:
 // one more hold count in Redis. It returns the cause when the hold has
@@ -303,9 +322,6 @@ func (h *hold) enter(ctx context.Context, cl *call, via *level) (*level, error) 
 		return nil, errReleased
 	case end != nil:
 		return nil, end
-	}
-	if err := cl.ctx.Err(); err != nil {
-		return nil, errors.Join(&NotObtainedError{Key: h.key}, err)
 	}
 	c := h.c
 	rs := fanOutScripts(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
@@ -405,6 +421,11 @@ func (l *level) unlock() error {
 		err = ErrClosed // Close released the key, or its lease lapses
 	}
 	h.mu.Lock()
+	if err == ErrLost && h.end == ErrClosed {
+		// Close ended the hold while the release was on its way, and
+		// released the key first: not a loss.
+		err = ErrClosed
+	}
 	if err == ErrLost {
 		h.loseLocked(LossKeyGone) // for the levels still held
 	}

@@ -29,8 +29,10 @@ const (
 // confirm in time. It is one goroutine per Client, which retries until
 // Redis confirmed the cleanup twice, settle apart, so that such an owner
 // blocks no key for longer than one claim window after Redis answers
-// again. At Close it goes on with what is pending (an attempt Close cut
-// off, say) until Close's deadline, then stops.
+// again. At Close it waits for the calls Close ended to hand it what they
+// owe Redis (a waiter's leaving the queue), and goes on with what is
+// pending (an attempt Close cut off, say) until Close's deadline, then
+// stops; Close waits for it.
 type janitor struct {
 	c       *Client
 	mu      sync.Mutex
@@ -106,8 +108,8 @@ func (j *janitor) run() {
 		}
 		if j.sweep() {
 			retry.Reset(janitorRetry)
-		} else if life == nil {
-			return // closed, nothing left
+		} else if life == nil && !j.c.callsUnderWay() {
+			return // closed, nothing left, and no call that Close ended still to hand over its cleanup
 		}
 	}
 }

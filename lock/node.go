@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,6 +27,7 @@ type node struct {
 
 	acks       int // replicas that must confirm each write (WithReplicaAck); 0: none
 	ackTimeout time.Duration
+	policy     atomic.Pointer[string] // maxmemory-policy read at New; nil if unknown (see checkEviction)
 
 	// Concurrent script calls share round trips (see pipe). Nil on Redis
 	// Cluster, where a pipeline would wait for every master it reaches;

@@ -218,6 +218,9 @@ func TestObserverContexts(t *testing.T) {
 		}
 	}
 
+	if got := drain(); len(got) != 1 || got["background"] == 0 { // New's CONFIG GET (see lock.New)
+		t.Errorf("marks of New's commands: %v, want only background", got)
+	}
 	lctx, unlock := locktest.MustLock(t, c, context.Background(), "k", lock.WithLease(150*time.Millisecond))
 	if got := drain(); len(got) != 1 || got["call"] == 0 {
 		t.Errorf("marks of the acquisition's commands: %v, want only call", got)

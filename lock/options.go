@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"log/slog"
 	"strings"
 	"time"
 )
@@ -52,7 +53,8 @@ type config struct {
 	nodeTimeout time.Duration // 0: lease/20 within [10 ms, 1 s]
 	acks        int           // replicas that must confirm each write; 0: none
 	ackTimeout  time.Duration
-	label       string  // WithOwnerLabel
+	label       string // WithOwnerLabel
+	logger      *slog.Logger
 	bad         []error // from options given impossible values
 }
 
@@ -70,6 +72,19 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 // WithObserver makes the Client report what it does to o, for tracing and
 // metrics (see package otellock). Default: no observer.
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
+
+// WithLogger sets the logger of what the Client tells the operator rather
+// than a caller: today one Warn at [New] when Redis's maxmemory-policy may
+// evict lock keys (see [New]). Default [slog.Default]. It must not be nil;
+// use slog.New(slog.DiscardHandler) for no logging.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		c.logger = l
+		if l == nil {
+			c.bad = append(c.bad, invalidf("nil logger"))
+		}
+	}
+}
 
 // WithDrift sets the clock drift allowance: how much shorter than a lease
 // the holder assumes its validity to be, to cover clock rate differences

@@ -37,6 +37,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"no replica to acknowledge", rdb, []lock.Option{lock.WithReplicaAck(0, time.Second)}, "at least 1 replica"},
 		{"no time to acknowledge", rdb, []lock.Option{lock.WithReplicaAck(1, 0)}, "timeout of 1 ms or more"},
 		{"acknowledgement on a cluster", cluster, []lock.Option{lock.WithReplicaAck(1, time.Second)}, "ClusterClient"},
+		{"nil logger", rdb, []lock.Option{lock.WithLogger(nil)}, "nil logger"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

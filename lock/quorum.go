@@ -63,7 +63,7 @@ func (c *Client) lost(v votes) bool { return v.no > len(c.nodes)-c.quorum }
 // error with one node, or why no majority answered.
 func (c *Client) failure(v votes) error {
 	if len(c.nodes) == 1 {
-		return redisError(v.errs[0])
+		return c.nodes[0].redisError(v.errs[0])
 	}
 	errs := make([]error, len(v.errs))
 	for i, err := range v.errs {
