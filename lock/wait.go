@@ -49,11 +49,12 @@ type queue struct {
 
 // A waiter is one Lock call waiting for its key.
 type waiter struct {
-	owner string
-	wake  chan struct{}      // capacity 1: try now, or see given
-	soon  chan time.Duration // capacity 1: another Client's waiter has the key or the turn; try after this, if it is gone
-	given handOff            // guarded by waiters.mu: the key was handed to this waiter
-	watch time.Time          // used by the waiting goroutine: when it tries because of soon; zero once it tried
+	owner  string
+	lapses int                // used by the waiting goroutine: times it was dropped from the queue and queued again (see Acquire.Lapses)
+	wake   chan struct{}      // capacity 1: try now, or see given
+	soon   chan time.Duration // capacity 1: another Client's waiter has the key or the turn; try after this, if it is gone
+	given  handOff            // guarded by waiters.mu: the key was handed to this waiter
+	watch  time.Time          // used by the waiting goroutine: when it tries because of soon; zero once it tried
 }
 
 func newWaiters(c *Client) *waiters {
@@ -376,6 +377,23 @@ func (w *waiters) dispatch(msg any) {
 			for _, wt := range q.list {
 				signal(wt.wake)
 			}
+		}
+	}
+}
+
+// recheck wakes every waiter of this Client once: one of its pub/sub
+// connections left a health-check PING unanswered, so a hand-off or turn
+// told on it may be lost or late, and each waiter's attempt finds out (a
+// hand-off a waiter was given is kept for it a while; see hand_off in
+// queue.lua). Rare, and only while a connection is unhealthy; on Redis
+// Cluster, whose connections carry a channel each, it wakes the waiters of
+// other keys too.
+func (w *waiters) recheck() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, q := range w.queues {
+		for _, wt := range q.list {
+			signal(wt.wake)
 		}
 	}
 }
