@@ -24,21 +24,21 @@ type blackHoleProxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	conns []*proxiedConn
-	armed bool             // black-hole the pub/sub connections after their next delivery
-	cut   chan struct{}    // closed when the armed cut happened
-	slow  [2]time.Duration // when set, what reaches a client on a pub/sub connection is held back between these
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	conns  []*proxiedConn
+	armed  bool             // black-hole the pub/sub connections after their next delivery
+	cut    chan struct{}    // closed when the armed cut happened
+	slow   [2]time.Duration // when set, what reaches a client on a pub/sub connection is held back between these
+	slowUp time.Duration    // when set, what clients send is held back so long
+	wg     sync.WaitGroup
 }
 
 // proxiedConn is one client connection through the proxy.
 type proxiedConn struct {
 	client, server net.Conn
 	mu             sync.Mutex
-	sub            bool           // the client subscribed on it
-	dead           bool           // black-holed
-	late           chan lateChunk // chunks held back, in order (see holdBack)
+	sub            bool // the client subscribed on it
+	dead           bool // black-holed
 }
 
 // lateChunk is what reaches a client at a given time.
@@ -94,15 +94,12 @@ func (p *blackHoleProxy) Addr() string { return p.ln.Addr().String() }
 // pump copies from src to dst; up tells the client-to-server direction.
 func (p *blackHoleProxy) pump(c *proxiedConn, src, dst net.Conn, up bool) {
 	defer func() { _ = dst.Close() }()
-	if !up {
-		defer func() {
-			c.mu.Lock()
-			if c.late != nil {
-				close(c.late)
-			}
-			c.mu.Unlock()
-		}()
-	}
+	var late chan lateChunk // chunks held back, in order (see holdBack)
+	defer func() {
+		if late != nil {
+			close(late)
+		}
+	}()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -113,8 +110,8 @@ func (p *blackHoleProxy) pump(c *proxiedConn, src, dst net.Conn, up bool) {
 			}
 			dead, sub := c.dead, c.sub
 			c.mu.Unlock()
-			if !dead && !up && sub && p.slowed() {
-				p.holdBack(c, dst, buf[:n])
+			if d := p.delay(up, sub); !dead && d > 0 {
+				late = p.holdBack(late, dst, buf[:n], d)
 			} else if !dead {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
@@ -139,37 +136,49 @@ func (p *blackHoleProxy) slowPubSub(lo, hi time.Duration) {
 	p.slow = [2]time.Duration{lo, hi}
 }
 
-func (p *blackHoleProxy) slowed() bool {
+// slowClients holds back everything clients send by d, in order.
+func (p *blackHoleProxy) slowClients(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.slow[1] > 0
+	p.slowUp = d
 }
 
-// holdBack has b delivered to dst after a random delay (see slowPubSub),
-// by one goroutine per connection, which keeps the order.
-func (p *blackHoleProxy) holdBack(c *proxiedConn, dst net.Conn, b []byte) {
+// delay is how long to hold back a chunk going up (to the server) or
+// down on a connection, sub telling a pub/sub one; 0: not at all.
+func (p *blackHoleProxy) delay(up, sub bool) time.Duration {
 	p.mu.Lock()
-	lo, hi := p.slow[0], p.slow[1]
-	p.mu.Unlock()
-	chunk := lateChunk{at: time.Now().Add(lo + time.Duration(rand.Int64N(int64(hi-lo)+1))), b: bytes.Clone(b)}
-	c.mu.Lock()
-	if c.late == nil {
-		c.late = make(chan lateChunk, 1<<12)
+	defer p.mu.Unlock()
+	switch {
+	case up:
+		return p.slowUp
+	case sub && p.slow[1] > 0:
+		lo, hi := p.slow[0], p.slow[1]
+		return lo + time.Duration(rand.Int64N(int64(hi-lo)+1))
+	}
+	return 0
+}
+
+// holdBack has b delivered to dst d from now, after what was held back
+// before it, through late, the queue of its direction of a connection,
+// which it makes (with a goroutine that writes in order) when nil.
+func (p *blackHoleProxy) holdBack(late chan lateChunk, dst net.Conn, b []byte, d time.Duration) chan lateChunk {
+	if late == nil {
+		late = make(chan lateChunk, 1<<12)
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			for ch := range c.late {
+			for ch := range late {
 				time.Sleep(time.Until(ch.at))
 				if _, err := dst.Write(ch.b); err != nil {
-					for range c.late { // drain until the pump closes it
+					for range late { // drain until the pump closes it
 					}
 					return
 				}
 			}
 		}()
 	}
-	c.mu.Unlock()
-	c.late <- chunk
+	late <- lateChunk{at: time.Now().Add(d), b: bytes.Clone(b)}
+	return late
 }
 
 // cutAfterNextDelivery black-holes the pub/sub connections right after

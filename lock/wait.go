@@ -137,6 +137,9 @@ func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confi
 		if err != nil || res.ok {
 			return res, err
 		}
+		if res.position > 0 { // queued again: it had lost its place
+			me.lapses++
+		}
 		last = res
 		due = time.Now().Add(retryAfter(last.remaining))
 		retry.Reset(retryAfter(last.remaining))
