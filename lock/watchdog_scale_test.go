@@ -49,7 +49,7 @@ func TestWatchdogKeepsManyLeasesUnderCPULoad(t *testing.T) {
 		holds, loops, hold, lease = 20000, 3, 12*time.Second, 3*time.Second
 	}
 	srv, _ := newReal(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	rec := &renewalRecorder{losses: map[lock.Loss]int{}}
 	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(lease), lock.WithObserver(rec))
