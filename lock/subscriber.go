@@ -21,8 +21,8 @@ const healthCheck = 5 * time.Second
 // waiters count on it, may stay silent before it is pinged: a claim
 // window. A hand-off whose message such a connection swallowed keeps the
 // waiter's place for half a window more than the window (see hand_off in
-// queue.lua); the ping goes unanswered for lateAfter, and every waiter on
-// the connection tries again, so the waiter obtains the key it was handed
+// queue.lua); the ping goes unanswered for lateAfter, and every waiter of
+// the Client tries again, so the waiter obtains the key it was handed
 // within busyCheck + lateAfter of the last thing the connection delivered.
 // The cost: one PING per claim window per silent connection with waiters,
 // whatever their number (one connection per Client; on Redis Cluster one
@@ -30,10 +30,10 @@ const healthCheck = 5 * time.Second
 const busyCheck = claimWindow
 
 // lateAfter is how long a health-check PING may go unanswered before the
-// connection counts as late and every waiter on it tries once: a healthy
-// Redis answers in well under a millisecond; a quarter window leaves room
-// for a loaded machine, and for the waiters' attempts within the extra
-// half window a hand-off keeps their place.
+// connection counts as late and every waiter of the Client tries once: a
+// healthy Redis answers in well under a millisecond; a quarter window
+// leaves room for a loaded machine, and for the waiters' attempts within
+// the extra half window a hand-off keeps their place.
 const lateAfter = claimWindow / 4
 
 // pingTimeout bounds a health-check PING and the wait for its answer; a
