@@ -500,6 +500,7 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 		}
 		c.reportWaiting(cl, res.position)
 		res, err = c.wt.wait(ctx, h, q, me, confirmed, res)
+		cl.a.Lapses = me.lapses
 	}
 	if q != nil { // first, so that what leaving the queue in Redis tells this process reaches its next waiter
 		c.wt.leave(q, me)

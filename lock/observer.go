@@ -114,6 +114,14 @@ type Acquire struct {
 	// it: 1 for the first waiter. 0 when it did not wait, or in quorum
 	// mode, which has no queue.
 	Position int
+	// Lapses is how many times the call lost its place in the queue and
+	// joined it again at the back: a hand-off or turn given to it (or to
+	// another waiter of its Client, which is dropped with it) lapsed
+	// unclaimed for a claim window. Each lapse kept the key free for
+	// about a window. Lapses of a live process point at a pub/sub
+	// connection that delivers late (see docs/operations.md) or at pauses
+	// longer than the window. Set in [Observer.AcquireEnded].
+	Lapses int
 }
 
 // Release describes the end of one hold level.

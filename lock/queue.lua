@@ -134,9 +134,11 @@ local function front(now)
   return o, d, nil
 end
 
--- tell sends msg to the Client of owner o, on its channel of the lock.
+-- tell sends msg to the Client of owner o, on its channel of the lock,
+-- and returns how many connections Redis delivered it to: 0 when that
+-- Client is not subscribed (its process died, and its connection with it).
 local function tell(publish, o, msg)
-  redis.call(publish, KEYS[4] .. ':' .. client_of(o), msg)
+  return redis.call(publish, KEYS[4] .. ':' .. client_of(o), msg)
 end
 
 -- hand_off_msg is the message of a hand-off to owner o with token tok at
@@ -275,7 +277,13 @@ end
 
 -- hand_off gives the free lock to the first live waiter, if any, for the
 -- claim window, and tells it so; from is the owner that let go of it, last
--- the last token. With replied set the caller's reply tells the hand-off
+-- the last token. A waiter whose Client was subscribed when told keeps its
+-- place for half a window more (its deadline in the queue; the lock's TTL
+-- stays the window): a live process whose pub/sub connection went silent
+-- finds that out from its health check (a PING after a window of silence,
+-- answered within a quarter window) and tries within that time, so it is
+-- not passed over for a message it never got; a process that died has no
+-- subscription left, and the next waiter's turn comes after the window. With replied set the caller's reply tells the hand-off
 -- to from's Client, so a waiter of that Client gets no message (a retried
 -- release still learns it: see release.lua). The waiter stays first in the
 -- queue, with the window's end as deadline, until it confirms (its first
@@ -293,20 +301,21 @@ local function hand_off(from, last, claim, publish, all, replied)
   end
   local tok, s = next_token(last)
   write_lock(claim, 'o', o, 'n', 1, 't', s, 'r', from, 'q', 1, 'open', 0)
-  redis.call('HSET', KEYS[3], o, now + claim)
-  -- The queue lives until the window ends: it does already when o's
+  local msg = hand_off_msg(from, o, s, now)
+  local keep = claim
+  if not (replied and client_of(o) == client_of(from)) and tell(publish, o, msg) > 0 then
+    keep = claim + math.floor(claim / 2)
+  end
+  redis.call('HSET', KEYS[3], o, now + keep)
+  -- The queue lives until o's place ends: it does already when o's
   -- deadline was later (the queue keys live until the latest deadline
   -- enqueue set; 1 ms for the rounding of their TTLs).
-  if d <= now + claim + 1 then
+  if d <= now + keep + 1 then
     local ttl = redis.call('PTTL', KEYS[3])
-    if ttl >= 0 and ttl < claim then
-      redis.call('PEXPIRE', KEYS[3], claim)
-      redis.call('PEXPIRE', KEYS[2], claim)
+    if ttl >= 0 and ttl < keep then
+      redis.call('PEXPIRE', KEYS[3], keep)
+      redis.call('PEXPIRE', KEYS[2], keep)
     end
-  end
-  local msg = hand_off_msg(from, o, s, now)
-  if not (replied and client_of(o) == client_of(from)) then
-    tell(publish, o, msg)
   end
   if all then
     tell_queue(publish, msg, client_of(o))

@@ -5,22 +5,43 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// healthCheck is how long a pub/sub connection may stay silent before it
-// is pinged, to find one that broke without a word (a half-open
-// connection): such a connection is replaced within healthCheck +
-// pingTimeout. Until then it only delays waiters until the holder's lease
-// ends, when they try again anyway. One PING per silent connection every
-// 5 s costs Redis nothing measurable.
+// healthCheck is how long a pub/sub connection that carries no channel
+// may stay silent before it is pinged, to find one that broke without a
+// word (a half-open connection: its peer, or a NAT or load balancer on
+// the way, dropped it without a reset).
 const healthCheck = 5 * time.Second
 
+// busyCheck is how long a connection that carries channels, so that
+// waiters count on it, may stay silent before it is pinged: a claim
+// window. A hand-off whose message such a connection swallowed keeps the
+// waiter's place for half a window more than the window (see hand_off in
+// queue.lua); the ping goes unanswered for lateAfter, and every waiter of
+// the Client tries again, so the waiter obtains the key it was handed
+// within busyCheck + lateAfter of the last thing the connection delivered.
+// The cost: one PING per claim window per silent connection with waiters,
+// whatever their number (one connection per Client; on Redis Cluster one
+// per waited-for key), none while messages come.
+const busyCheck = claimWindow
+
+// lateAfter is how long a health-check PING may go unanswered before the
+// connection counts as late and every waiter of the Client tries once: a
+// healthy Redis answers in well under a millisecond; a quarter window
+// leaves room for a loaded machine, and for the waiters' attempts within
+// the extra half window a hand-off keeps their place.
+const lateAfter = claimWindow / 4
+
 // pingTimeout bounds a health-check PING and the wait for its answer; a
-// connection that does not answer in time is replaced.
-const pingTimeout = time.Second
+// connection that does not answer in time is replaced (and its waiters
+// try again once resubscribed). Longer than a slow connection takes (a
+// pub/sub connection delivering 2 s late must not be replaced over and
+// over, losing what was on its way each time).
+const pingTimeout = lateAfter + 2*claimWindow
 
 // receivePause is how long the receive loop waits before a receive that
 // follows a failed one, so that an unreachable Redis is not dialled in a
@@ -39,6 +60,9 @@ type subscriber struct {
 	mu   sync.Mutex
 	ops  []subOp // asked for, not yet sent
 	kick chan struct{}
+	// channels the shared connection carries (subscribed, not yet
+	// unsubscribed); read by its listener
+	carried atomic.Int64
 
 	// Used by the goroutine only.
 	shared  *redis.PubSub            // one connection carries every channel
@@ -97,7 +121,7 @@ func (s *subscriber) apply(op subOp) {
 		if s.sharded[op.channel] == nil {
 			ps := rdb.SSubscribe(life, op.channel)
 			s.sharded[op.channel] = ps
-			s.w.listen(ps)
+			s.w.listen(ps, func() bool { return true }) // closed when unsubscribed
 		}
 	case s.nd.sharded:
 		if ps := s.sharded[op.channel]; ps != nil {
@@ -107,10 +131,12 @@ func (s *subscriber) apply(op subOp) {
 	case op.on:
 		if s.shared == nil {
 			s.shared = rdb.Subscribe(life)
-			s.w.listen(s.shared)
+			s.w.listen(s.shared, func() bool { return s.carried.Load() > 0 })
 		}
+		s.carried.Add(1)
 		_ = s.shared.Subscribe(life, op.channel)
 	case s.shared != nil:
+		s.carried.Add(-1)
 		_ = s.shared.Unsubscribe(life, op.channel)
 	}
 }
@@ -125,7 +151,8 @@ func (s *subscriber) closeAll() {
 }
 
 // listen dispatches what ps receives until ps is closed or the Client's
-// life ends. The loop reads the subscription itself, rather than through
+// life ends; busy tells whether ps carries channels now (see busyCheck).
+// The loop reads the subscription itself, rather than through
 // go-redis's channel goroutine (which works under context.TODO), so that
 // every command on the connection runs under the Client's life context,
 // which derives from the Observer's Background context: the first
@@ -134,21 +161,27 @@ func (s *subscriber) closeAll() {
 // a receive or a ping finds the connection broken; go-redis then
 // subscribes every channel again, and the confirmations wake the waiters
 // (see [waiters.dispatch]), which may have missed messages.
-func (w *waiters) listen(ps *redis.PubSub) {
+func (w *waiters) listen(ps *redis.PubSub, busy func() bool) {
 	life := w.c.life
 	w.c.tasks.run(func() {
 		failed := false
+		heard := time.Now() // when the connection last delivered something
 		for {
-			msg, err := ps.ReceiveTimeout(life, healthCheck)
+			msg, err := ps.ReceiveTimeout(life, busyCheck)
 			switch {
 			case err == nil:
 				failed = false
+				heard = time.Now()
 				w.dispatch(msg)
 				continue
 			case errors.Is(err, redis.ErrClosed) || life.Err() != nil:
 				return
 			case isTimeout(err): // silent: is the connection still there?
-				w.probe(ps)
+				if busy() || time.Since(heard) >= healthCheck {
+					if w.probe(ps) {
+						heard = time.Now()
+					}
+				}
 				continue
 			}
 			if failed && !pause(life, receivePause) {
@@ -159,21 +192,33 @@ func (w *waiters) listen(ps *redis.PubSub) {
 	})
 }
 
-// probe pings a subscription that was silent for healthCheck and waits up
-// to pingTimeout for anything to arrive, which it dispatches. When nothing
-// does (a half-open connection: the PING went into a socket whose peer is
-// gone or frozen), the read that gave up counts as a broken connection for
-// go-redis (a read without an allowance for timeouts), which replaces it
-// and subscribes every channel again on the next receive.
-func (w *waiters) probe(ps *redis.PubSub) {
+// probe pings a silent subscription and waits up to pingTimeout for
+// anything to arrive, which it dispatches. When nothing has come after
+// lateAfter, every waiter of the Client tries once (see
+// waiters.recheck): a message may have been lost or be late. When nothing
+// comes at all (a half-open connection: the PING went into a socket whose
+// peer, or a NAT on the way, is gone), the read that gave up counts as a
+// broken connection for go-redis (a read without an allowance for
+// timeouts), which replaces it and subscribes every channel again on the
+// next receive.
+//
+// It reports whether the connection answered.
+func (w *waiters) probe(ps *redis.PubSub) bool {
 	ctx, cancel := context.WithTimeout(w.c.life, pingTimeout)
 	defer cancel()
 	if ps.Ping(ctx) != nil {
-		return // go-redis reconnects after a failed write
+		return false // go-redis reconnects after a failed write
 	}
-	if msg, err := ps.Receive(ctx); err == nil {
-		w.dispatch(msg)
+	msg, err := ps.ReceiveTimeout(ctx, lateAfter) // a timeout here keeps the connection
+	if isTimeout(err) && ctx.Err() == nil {
+		w.recheck()
+		msg, err = ps.Receive(ctx)
 	}
+	if err != nil {
+		return false
+	}
+	w.dispatch(msg)
+	return true
 }
 
 // isTimeout reports whether err is a network timeout.

@@ -75,9 +75,10 @@ func (c *halfOpenConn) Read(b []byte) (int, error) {
 
 // TestHalfOpenSubscriptionIsReplaced: the pub/sub connection goes
 // half-open (writes vanish, nothing arrives, no reset). The receive loop
-// pings a connection silent for 5 s and replaces it when nothing answers
-// within 1 s, so a wait that begins two periods later ends at the
-// release, not at the end of the holder's lease.
+// pings a connection silent for 5 s (a claim window while it carries
+// channels) and replaces it when nothing answers within 2.25 s, so a wait
+// that begins 13 s later ends at the release, not at the end of the
+// holder's lease.
 func TestHalfOpenSubscriptionIsReplaced(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)

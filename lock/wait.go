@@ -35,6 +35,14 @@ type waiters struct {
 	queues map[string]*queue
 	checks map[string]*pendingCheck // by lock key: a check due after a hand-off (see checkLater)
 	closed bool
+
+	// Slow pub/sub (see slowMessage): Redis's clock less this process's,
+	// in ms, as the last attempt of a waiter saw it (an upper bound: Redis
+	// ran the attempt after it was sent), and until when hand-offs are
+	// checked by command.
+	offset    int64
+	offsetSet bool
+	slowUntil time.Time
 }
 
 // queue holds the waiters of one key in this process, in arrival order,
@@ -49,11 +57,12 @@ type queue struct {
 
 // A waiter is one Lock call waiting for its key.
 type waiter struct {
-	owner string
-	wake  chan struct{}      // capacity 1: try now, or see given
-	soon  chan time.Duration // capacity 1: another Client's waiter has the key or the turn; try after this, if it is gone
-	given handOff            // guarded by waiters.mu: the key was handed to this waiter
-	watch time.Time          // used by the waiting goroutine: when it tries because of soon; zero once it tried
+	owner  string
+	lapses int                // used by the waiting goroutine: times it was dropped from the queue and queued again (see Acquire.Lapses)
+	wake   chan struct{}      // capacity 1: try now, or see given
+	soon   chan time.Duration // capacity 1: another Client's waiter has the key or the turn; try after this, if it is gone
+	given  handOff            // guarded by waiters.mu: the key was handed to this waiter
+	watch  time.Time          // used by the waiting goroutine: when it tries because of soon; zero once it tried
 }
 
 func newWaiters(c *Client) *waiters {
@@ -90,9 +99,11 @@ func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confi
 	if confirmed {
 		ready = nil
 	}
-	retry := time.NewTimer(retryAfter(last.remaining))
+	w.sawClock(last)
+	next := w.retryIn(q, me, last.remaining)
+	retry := time.NewTimer(next)
 	defer retry.Stop()
-	due := time.Now().Add(retryAfter(last.remaining))
+	due := time.Now().Add(next)
 	for {
 		select {
 		case <-ready:
@@ -136,9 +147,14 @@ func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confi
 		if err != nil || res.ok {
 			return res, err
 		}
+		if res.position > 0 { // queued again: it had lost its place
+			me.lapses++
+		}
 		last = res
-		due = time.Now().Add(retryAfter(last.remaining))
-		retry.Reset(retryAfter(last.remaining))
+		w.sawClock(last)
+		next = w.retryIn(q, me, last.remaining)
+		due = time.Now().Add(next)
+		retry.Reset(next)
 	}
 }
 
@@ -299,8 +315,8 @@ func (w *waiters) leave(q *queue, me *waiter) {
 	q.list = slices.DeleteFunc(q.list, func(x *waiter) bool { return x == me })
 	switch {
 	case len(q.list) > 0:
-		if wasFirst && w.c.claim == 0 {
-			signal(q.list[0].wake) // the next one tries in its place
+		if wasFirst && (w.c.claim == 0 || time.Now().Before(w.slowUntil)) {
+			signal(q.list[0].wake) // the next one tries in its place (or polls: see slowMessage)
 		}
 		if d, ok := me.pendingWatch(); ok { // the next one checks in its place
 			select {
@@ -361,7 +377,9 @@ func (w *waiters) dispatch(msg any) {
 		from, rest, named := strings.Cut(m.Payload, " ")
 		switch {
 		case named:
-			signal(q.turn(parseTurn(rest)))
+			g := parseTurn(rest)
+			w.noteMessage(g.at)
+			signal(q.turn(g))
 		case !w.c.ownedBy(from) && len(q.list) > 0:
 			signal(q.list[0].wake)
 		}
@@ -376,6 +394,23 @@ func (w *waiters) dispatch(msg any) {
 			for _, wt := range q.list {
 				signal(wt.wake)
 			}
+		}
+	}
+}
+
+// recheck wakes every waiter of this Client once: one of its pub/sub
+// connections left a health-check PING unanswered, so a hand-off or turn
+// told on it may be lost or late, and each waiter's attempt finds out (a
+// hand-off a waiter was given is kept for it a while; see hand_off in
+// queue.lua). Rare, and only while a connection is unhealthy; on Redis
+// Cluster, whose connections carry a channel each, it wakes the waiters of
+// other keys too.
+func (w *waiters) recheck() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, q := range w.queues {
+		for _, wt := range q.list {
+			signal(wt.wake)
 		}
 	}
 }

@@ -14,8 +14,15 @@ import (
 // The loop never waits for Redis: it sends each batch of due leases from a
 // goroutine of its own (one per master on Redis Cluster) and moves on, so
 // a stuck connection or a dead master delays only the leases it serves. A
-// lease whose renewal is not confirmed is sent again a quarter of an
-// interval later, on whatever connection is free, until its validity ends.
+// lease whose renewal failed is sent again a quarter of an interval after
+// that renewal was sent, until its validity ends; one whose renewal is
+// still unanswered a whole interval after it was sent (a stuck
+// connection) is sent again then, on whatever connection is free. Never
+// sooner: a batch that is slow because Redis or this process is short of
+// CPU must not be sent again while it runs, which would multiply the work
+// that made it slow (20,000 leases of 3 s in one Client under three busy
+// loops on two cores: up to six batches of all of them in flight at once,
+// and every lease lost; TestWatchdogKeepsManyLeasesUnderCPULoad).
 type watchdog struct {
 	c      *Client
 	mu     sync.Mutex
@@ -28,8 +35,9 @@ type watchdog struct {
 // schedule is what the watchdog does next for a hold: renew its lease at
 // renew and, unless a renewal extends it first, end it with ErrLost at
 // valid, when its validity runs out. A zero time means nothing to do.
+// sent is when the renewal under way was sent; zero when none is.
 type schedule struct {
-	renew, valid time.Time
+	renew, valid, sent time.Time
 }
 
 func newWatchdog(c *Client) *watchdog {
@@ -142,11 +150,10 @@ func (w *watchdog) run() {
 // due returns the holds to renew now and those whose validity has run
 // out, and arms the loop for the next ones. A lease due within an eighth
 // of its interval is renewed with the batch, so holds taken at different
-// moments share round trips. Each hold in the batch is due again a quarter
-// of an interval later unless its renewal is confirmed before. A hold
-// whose validity has run out is not renewed with the others: the batch
-// waits for Redis no longer than its first validity. Holds whose
-// outermost caller's context is done are no longer renewed; their
+// moments share round trips. Each hold in the batch is due again an
+// interval later unless its renewal is answered before (see settled). A
+// hold whose validity has run out is not renewed with the others. Holds
+// whose outermost caller's context is done are no longer renewed; their
 // validity still ends.
 func (w *watchdog) due(now time.Time) (batch, expired []*hold) {
 	w.mu.Lock()
@@ -165,8 +172,9 @@ func (w *watchdog) due(now time.Time) (batch, expired []*hold) {
 			// An ending hold's validity would end the batch's wait at once.
 			if !ending {
 				batch = append(batch, h)
+				s.sent = now
 			}
-			s.renew = now.Add(interval(h) / 4)
+			s.renew = now.Add(interval(h))
 		}
 		w.holds[h] = s
 		if at := s.first(); !at.IsZero() && (next.IsZero() || at.Before(next)) {
@@ -196,16 +204,18 @@ func (w *watchdog) renew(batch []*hold) {
 // no majority can.
 func (w *watchdog) renewGroup(batch []*hold) {
 	c := w.c
-	sent := time.Now()
-	// A confirmation is worth waiting for until the first validity in the
-	// batch ends; after that it proves nothing for that hold. In quorum
-	// mode each node also has the node timeout, so that silent nodes do not
-	// hold back the majority's answer.
-	deadline := sent.Add(time.Hour)
+	sent := w.sentAt(batch)
+	// A confirmation is worth waiting for until the last validity in the
+	// batch ends: a hold whose validity ends before its answer comes is
+	// ended by the loop meanwhile (and a late confirmation does not revive
+	// it), but the others in the batch must not lose theirs for it. In
+	// quorum mode each node also has the node timeout, so that silent
+	// nodes do not hold back the majority's answer.
+	var deadline time.Time
 	timeout := time.Hour
 	for _, h := range batch {
 		h.mu.Lock()
-		if h.validUntil.Before(deadline) {
+		if h.validUntil.After(deadline) {
 			deadline = h.validUntil
 		}
 		h.mu.Unlock()
@@ -245,11 +255,13 @@ func (w *watchdog) renewGroup(batch []*hold) {
 		switch {
 		case c.won(v):
 			h.renewed(sent, true)
-			w.scheduled(h, sent.Add(interval(h)))
+			w.settled(h, sent, true)
 		case c.lost(v):
 			if h.renewed(sent, false) { // not when it was unlocked meanwhile
 				lost++
 			}
+		default:
+			w.settled(h, sent, false)
 		}
 	}
 	if o := c.cfg.observer; o != nil {
@@ -257,14 +269,39 @@ func (w *watchdog) renewGroup(batch []*hold) {
 	}
 }
 
-// scheduled sets h's next renewal to at, if h is still renewed and not
-// due later already (a newer renewal confirmed first).
-func (w *watchdog) scheduled(h *hold, at time.Time) {
+// sentAt is when due sent batch: the time it noted for its holds.
+func (w *watchdog) sentAt(batch []*hold) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if s, ok := w.holds[h]; ok && !s.renew.IsZero() && s.renew.Before(at) {
-		s.renew = at
-		w.holds[h] = s
-		w.armLocked(at)
+	for _, h := range batch {
+		if s, ok := w.holds[h]; ok && !s.sent.IsZero() {
+			return s.sent
+		}
 	}
+	return time.Now()
+}
+
+// settled records the answer to h's renewal sent at sent: h is due again
+// an interval after sent when it was renewed (unless a newer renewal was
+// confirmed first and it is due later already), a quarter of an interval
+// after sent when the renewal failed.
+func (w *watchdog) settled(h *hold, sent time.Time, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, live := w.holds[h]
+	if !live || s.renew.IsZero() {
+		return
+	}
+	if s.sent.Equal(sent) {
+		s.sent = time.Time{}
+	}
+	at := sent.Add(interval(h))
+	switch {
+	case ok && s.renew.Before(at):
+		s.renew = at
+	case !ok && s.sent.IsZero():
+		s.renew = sent.Add(interval(h) / 4)
+	}
+	w.holds[h] = s
+	w.armLocked(s.renew)
 }

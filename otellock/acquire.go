@@ -44,7 +44,7 @@ func (o *Observer) AcquireStarted(ctx context.Context, a lock.Acquire) context.C
 		ctx = o.untraced(ctx)
 	}
 	recording := span != nil && span.IsRecording()
-	if !recording && !o.m.acquireDuration.Enabled(ctx) && !o.m.acquireOutcomes.Enabled(ctx) && !o.m.waiting.Enabled(ctx) {
+	if !recording && !o.m.acquireDuration.Enabled(ctx) && !o.m.acquireOutcomes.Enabled(ctx) && !o.m.waiting.Enabled(ctx) && !o.m.lapsed.Enabled(ctx) {
 		return ctx // a span that does not record needs no End
 	}
 	name := o.lockName(a)
@@ -83,6 +83,9 @@ func (o *Observer) AcquireEnded(ctx context.Context, a lock.Acquire, held contex
 		}
 		if ac.waitOpt != nil {
 			o.m.waiting.Add(ac, -1, ac.waitOpt)
+		}
+		if a.Lapses > 0 && o.m.lapsed.Enabled(ac) {
+			o.m.lapsed.Add(ac, int64(a.Lapses), metric.WithAttributeSet(attribute.NewSet(ac.name)))
 		}
 		o.recordAcquire(ac, a)
 	}

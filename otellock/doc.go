@@ -54,7 +54,8 @@
 // one the function given to [WithLockName] or by default [DefaultLockName]
 // derives from the key ("orders:42" → "orders"). An Observer records at
 // most [DefaultMaxLockNames] distinct names ([WithMaxLockNames]), then
-// "_OTHER". [WithRawKey] adds the key to spans.
+// "_OTHER"; internal locks ([lock.WithInternal]) have a cap of their own.
+// [WithRawKey] adds the key to spans.
 //
 // docs/observability.md in the repository lists every span, attribute,
 // event and metric.

@@ -25,11 +25,12 @@ type instruments struct {
 	lost            metric.Int64Counter
 	renewals        metric.Int64Counter
 	renewalDuration metric.Float64Histogram
+	lapsed          metric.Int64Counter
 }
 
 func newInstruments(m metric.Meter) (instruments, error) {
 	var ins instruments
-	var errs [8]error
+	var errs [9]error
 	ins.acquireDuration, errs[0] = m.Float64Histogram("lock.acquire.duration",
 		metric.WithUnit("s"),
 		metric.WithDescription("Time from the call of Lock or TryLock to its return, whatever the outcome."),
@@ -57,5 +58,8 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	ins.waiting, errs[7] = m.Int64UpDownCounter("lock.waiting",
 		metric.WithUnit("{waiter}"),
 		metric.WithDescription("Lock calls of this process waiting their turn for a held key now."))
+	ins.lapsed, errs[8] = m.Int64Counter("lock.claim.lapsed",
+		metric.WithUnit("{lapse}"),
+		metric.WithDescription("Times a waiting Lock call of this process lost its place in the queue: a hand-off or turn given to it lapsed unclaimed for a claim window (a pub/sub connection delivering late, or a pause longer than the window)."))
 	return ins, errors.Join(errs[:]...)
 }

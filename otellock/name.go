@@ -74,17 +74,26 @@ func constantSegment(s string) bool {
 
 // names caps the distinct lock names an Observer records: the first max
 // names are kept, later new ones become "_OTHER", and the first name over
-// the cap is reported once to the OpenTelemetry error handler.
+// the cap is reported once to the OpenTelemetry error handler. The names
+// of internal locks ([lock.WithInternal]) have a cap of their own, of the
+// same size, so an integration's bookkeeping never takes the places of
+// the user's locks; a name seen either way is known to both.
 type names struct {
 	known sync.Map // name → attribute.KeyValue
 	mu    sync.Mutex
-	n     int // names in known
 	max   int
-	over  bool // reported
+	kinds [2]nameCount // the users' names, internal ones
 }
 
-// attr returns the lock.name attribute of name, "_OTHER" beyond the cap.
-func (ns *names) attr(name string) attribute.KeyValue {
+// nameCount is how many names of one kind the cap has let in.
+type nameCount struct {
+	n    int
+	over bool // reported
+}
+
+// attr returns the lock.name attribute of name, "_OTHER" beyond the cap of
+// its kind: internal tells a lock taken with [lock.WithInternal].
+func (ns *names) attr(name string, internal bool) attribute.KeyValue {
 	if kv, ok := ns.known.Load(name); ok {
 		return kv.(attribute.KeyValue)
 	}
@@ -93,15 +102,19 @@ func (ns *names) attr(name string) attribute.KeyValue {
 	if kv, ok := ns.known.Load(name); ok {
 		return kv.(attribute.KeyValue)
 	}
-	if ns.n >= ns.max {
-		if !ns.over {
-			ns.over = true
-			otel.Handle(fmt.Errorf("otellock: more than %d distinct lock names; further names are recorded as %q (name locks with lock.WithName, or see WithLockName and WithMaxLockNames)", ns.max, otherName))
+	kind, what := &ns.kinds[0], "lock names"
+	if internal {
+		kind, what = &ns.kinds[1], "names of internal locks (lock.WithInternal)"
+	}
+	if kind.n >= ns.max {
+		if !kind.over {
+			kind.over = true
+			otel.Handle(fmt.Errorf("otellock: more than %d distinct %s; further names are recorded as %q (name locks with lock.WithName, or see WithLockName and WithMaxLockNames)", ns.max, what, otherName))
 		}
 		return keyName.String(otherName)
 	}
 	kv := keyName.String(name)
 	ns.known.Store(name, kv)
-	ns.n++
+	kind.n++
 	return kv
 }

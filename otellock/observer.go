@@ -108,7 +108,8 @@ func (o *Observer) untraced(ctx context.Context) context.Context {
 }
 
 // lockName returns the lock.name attribute of a: its name, or the one the
-// name function derives from its key, within the cap of distinct names.
+// name function derives from its key, within the cap of distinct names
+// (internal locks have a cap of their own).
 func (o *Observer) lockName(a lock.Acquire) attribute.KeyValue {
 	name := a.Name
 	if name == "" {
@@ -117,7 +118,7 @@ func (o *Observer) lockName(a lock.Acquire) attribute.KeyValue {
 	if name == "" || name == otherName {
 		return keyName.String(otherName)
 	}
-	return o.names.attr(name)
+	return o.names.attr(name, a.Internal)
 }
 
 // traced reports whether a gets spans.

@@ -53,7 +53,10 @@ func WithLockName(f func(key string) string) Option {
 // records at n: once n names were seen, locks with a new name are recorded
 // as "_OTHER", and the OpenTelemetry error handler (otel.Handle) is told
 // once. The cap bounds the series of every metric whatever keys and names
-// come along; "_OTHER" does not count against it. n must be at least 1.
+// come along; "_OTHER" does not count against it. The names of the locks
+// integrations take for their own bookkeeping ([lock.WithInternal], such
+// as cronlock's tick markers) have a cap of their own, also n, so they
+// never take the places of the application's names. n must be at least 1.
 // Default [DefaultMaxLockNames] (100).
 func WithMaxLockNames(n int) Option {
 	return func(c *config) { c.maxNames = n }

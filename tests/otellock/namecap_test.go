@@ -86,3 +86,56 @@ func TestRejectedNameIsNotRecorded(t *testing.T) {
 		}
 	}
 }
+
+// TestInternalNamesDoNotUseUpTheCap: the locks integrations take for
+// their own bookkeeping (lock.WithInternal, cronlock's tick markers) have
+// a cap of their own. With a cap of 10, 10 internal names first leave
+// room for 10 names of the user's own locks, none of which is recorded as
+// _OTHER; an 11th internal name is, and a name used both ways is one name.
+func TestInternalNamesDoNotUseUpTheCap(t *testing.T) {
+	errs := catchOtelErrors(t)
+	tel := newTelemetry(t)
+	const max = 10
+	obs := tel.observer(t, otellock.WithMaxLockNames(max))
+	record := func(name string, internal bool) {
+		a := lock.Acquire{Key: "k", Name: name, Internal: internal}
+		ctx := obs.AcquireStarted(context.Background(), a)
+		a.Outcome = lock.OutcomeBusy
+		obs.AcquireEnded(ctx, a, nil)
+	}
+	for i := range max {
+		record("cronlock-job-"+strconv.Itoa(i), true)
+	}
+	for i := range max {
+		record("user-"+strconv.Itoa(i), false)
+	}
+	record("cronlock-job-0", false) // known already: not a new name
+	m := tel.collect(t)
+	seen := map[string]bool{}
+	for _, set := range pointSets(m["lock.acquire.outcomes"]) {
+		v, _ := set.Value(aName)
+		seen[v.AsString()] = true
+	}
+	for i := range max {
+		if n := "user-" + strconv.Itoa(i); !seen[n] {
+			t.Errorf("the user's lock name %q is not recorded (after %d internal names): internal names used up the cap", n, max)
+		}
+	}
+	if seen["_OTHER"] {
+		t.Errorf("a lock was recorded as _OTHER with %d user names and %d internal names, each within the cap of %d", max, max, max)
+	}
+	record("cronlock-job-new", true)
+	seen = map[string]bool{}
+	for _, set := range pointSets(tel.collect(t)["lock.acquire.outcomes"]) {
+		v, _ := set.Value(aName)
+		seen[v.AsString()] = true
+	}
+	if !seen["_OTHER"] || seen["cronlock-job-new"] {
+		t.Errorf("an internal name over the internal cap was recorded as itself (_OTHER seen: %v)", seen["_OTHER"])
+	}
+	errs.mu.Lock()
+	defer errs.mu.Unlock()
+	if len(errs.errs) != 1 {
+		t.Errorf("error handler got %d errors, want 1 (the internal cap passed): %v", len(errs.errs), errs.errs)
+	}
+}

@@ -50,3 +50,20 @@ func TestWaiting(t *testing.T) {
 	}
 	wantAttrs(t, acquires[1], aWaited.Bool(true), aQueuePosition.Int(1), aAcquireOutcome.String("acquired"))
 }
+
+// TestClaimLapsedCounted: a Lock call that lost its place in the queue
+// (Acquire.Lapses, here 2) adds that to lock.claim.lapsed under its
+// lock.name; calls without lapses add nothing.
+func TestClaimLapsedCounted(t *testing.T) {
+	tel := newTelemetry(t)
+	obs := tel.observer(t)
+	for _, lapses := range []int{2, 0} {
+		a := lock.Acquire{Key: "orders:42", Name: "orders"}
+		ctx := obs.AcquireStarted(context.Background(), a)
+		a.Waited, a.Lapses, a.Outcome = true, lapses, lock.OutcomeTimeout
+		obs.AcquireEnded(ctx, a, nil)
+	}
+	if n := tel.collect(t).value(t, "lock.claim.lapsed", aName.String("orders")); n != 2 {
+		t.Errorf("lock.claim.lapsed = %d, want 2", n)
+	}
+}
