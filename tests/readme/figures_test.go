@@ -32,7 +32,7 @@ func TestREADMEGoVersionIsGoMod(t *testing.T) {
 	}
 }
 
-// TestMetricsListedAreTheInstruments: README.md's list of metrics and the
+// TestMetricsListedAreTheInstruments: docs/guide.md's list of metrics and the
 // table of docs/observability.md name exactly the instruments otellock
 // creates.
 func TestMetricsListedAreTheInstruments(t *testing.T) {
@@ -42,10 +42,10 @@ func TestMetricsListedAreTheInstruments(t *testing.T) {
 	}
 	slices.Sort(created)
 
-	readme := read(t, "../../README.md")
-	bullet := regexp.MustCompile(`(?s)\*\*Metrics\*\*(.*?)\n- `).FindStringSubmatch(readme)
+	guide := read(t, "../../docs/guide.md")
+	bullet := regexp.MustCompile(`(?s)\*\*Metrics\*\*(.*?)\n- `).FindStringSubmatch(guide)
 	if bullet == nil {
-		t.Fatal("README.md has no **Metrics** bullet")
+		t.Fatal("docs/guide.md has no **Metrics** bullet")
 	}
 	metricName := regexp.MustCompile("`(lock\\.[a-z._]+)`")
 	var listed []string
@@ -54,7 +54,7 @@ func TestMetricsListedAreTheInstruments(t *testing.T) {
 	}
 	slices.Sort(listed)
 	if !slices.Equal(listed, created) {
-		t.Errorf("README.md lists metrics %v, otellock creates %v", listed, created)
+		t.Errorf("docs/guide.md lists metrics %v, otellock creates %v", listed, created)
 	}
 
 	var tabled []string

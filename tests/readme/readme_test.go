@@ -32,22 +32,24 @@ func normalize(s string) string {
 }
 
 func TestREADMEGoBlocksAreCompiled(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	snippets, err := os.ReadFile("snippets_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := goBlock.FindAllStringSubmatch(string(readme), -1)
-	if len(blocks) == 0 {
-		t.Fatal("no Go block found in README.md")
-	}
 	compiled := normalize(string(snippets))
-	for _, b := range blocks {
-		if !strings.Contains(compiled, normalize(b[1])) {
-			t.Errorf("this README block is not in snippets_test.go word for word:\n%s", b[1])
+	for _, doc := range []string{"../../README.md", "../../docs/guide.md"} {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := goBlock.FindAllStringSubmatch(string(text), -1)
+		if len(blocks) == 0 {
+			t.Fatalf("no Go block found in %s", doc)
+		}
+		for _, b := range blocks {
+			if !strings.Contains(compiled, normalize(b[1])) {
+				t.Errorf("this block of %s is not in snippets_test.go word for word:\n%s", doc, b[1])
+			}
 		}
 	}
 }
