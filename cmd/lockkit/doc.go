@@ -7,7 +7,7 @@
 //
 //	lockkit [flags] ls [PATTERN]            held locks whose key matches PATTERN (default *)
 //	lockkit [flags] show KEY                holder, hold count, lease, token and queue of KEY
-//	lockkit [flags] watch KEY               KEY's holder, waiters and hand-offs as they change
+//	lockkit [flags] watch KEY               KEY's holder, waiters, hand-offs and releases as they change
 //	lockkit [flags] unlock --force [--yes] KEY
 //	                                        end KEY's hold (asks first unless --yes)
 //
@@ -47,13 +47,11 @@
 // After a confirmation, unlock --force ends only the holder it showed
 // (lock.IfHeldBy); --yes ends whoever holds KEY.
 //
-// watch follows the lock from Redis's messages, never by polling: the
-// hand-off and turn messages lockkit sends on the key's channels, and,
-// when the server has keyspace notifications on (notify-keyspace-events
-// with K, g, h, l and x, for instance "Kghlx"), every change of the lock's
-// keys. Without notifications it says so, and re-reads the lock when the
-// holder's lease would end: a hand-off between two waiters of one process,
-// which needs no message, shows then; on a Redis Cluster, whose sharded
-// channels take no pattern, it sees no hand-off or turn, and says that
-// too.
+// watch follows the lock from the hand-off and turn messages lockkit sends
+// on the key's channels and, when the server has keyspace notifications
+// on (notify-keyspace-events with K, g, h, l and x, for instance
+// "Kghlx"), every change of the lock's keys as it happens. Without
+// notifications (Redis's default) it says so and reads the lock every
+// 100 ms, so every release, force-unlock and change of holder still
+// shows, each within 100 ms.
 package main

@@ -275,9 +275,15 @@ func TestWatch(t *testing.T) {
 			if err := unlockB(); err != nil {
 				t.Fatal(err)
 			}
-			if notify {
-				waitOutput(t, out, "held by second", "free; 0 waiting")
+			// A release with nobody waiting and a force-unlock send no
+			// hand-off: watch reads them from the lock.
+			waitOutput(t, out, "held by second", "released by second", "free; 0 waiting")
+			locktest.MustLock(t, holder(t, rdb, "third"), ctx, "k")
+			waitOutput(t, out, "held by third")
+			if _, err := holder(t, rdb, "ops").ForceUnlock(ctx, "k"); err != nil {
+				t.Fatal(err)
 			}
+			waitOutput(t, out, "held by third", "force-unlocked by ops", "free; 0 waiting")
 			code, errOut := stop()
 			if code != exitOK {
 				t.Fatalf("watch: %d %s", code, errOut)

@@ -19,8 +19,9 @@ type cli struct {
 	env  env
 	verb string
 
-	force, yes bool   // unlock's flags
-	lastMsg    string // watch: the last message reported
+	force, yes  bool   // unlock's flags
+	lastMsg     string // watch: the last message reported
+	lastRelease string // watch: the last release reported (see releaseID)
 
 	rdbs   []redis.UniversalClient // one, or the quorum's masters
 	client *lock.Client

@@ -56,12 +56,19 @@ func runWatch(ctx context.Context, c *cli, args []string) int {
 	_, cluster := c.rdbs[0].(*redis.ClusterClient)
 	switch {
 	case !notified && cluster:
-		fmt.Fprintln(c.env.stderr, "lockkit watch: keyspace notifications are off on this Redis Cluster (notify-keyspace-events): a Cluster's sharded channels take no pattern, so watch sees neither a hand-off nor a turn, only the end of each lease or turn, when it reads the lock again; enable them on every master with CONFIG SET notify-keyspace-events Kghlx")
+		fmt.Fprintf(c.env.stderr, "lockkit watch: keyspace notifications are off on this Redis Cluster (notify-keyspace-events), and a Cluster's sharded channels take no pattern: watch reads the lock every %v and shows each release, force-unlock and change of holder then; enable them on every master with CONFIG SET notify-keyspace-events Kghlx to see every change as it happens\n", pollEvery)
 	case !notified:
-		fmt.Fprintln(c.env.stderr, "lockkit watch: keyspace notifications are off on this Redis (notify-keyspace-events): only hand-offs between processes, turns and lease ends are seen; enable them with CONFIG SET notify-keyspace-events Kghlx")
+		fmt.Fprintf(c.env.stderr, "lockkit watch: keyspace notifications are off on this Redis (notify-keyspace-events): watch reads the lock every %v and shows each release, force-unlock and change of holder then; enable them with CONFIG SET notify-keyspace-events Kghlx to see every change as it happens\n", pollEvery)
 	}
 	last := ""
+	var prev lock.LockInfo
 	show := func(info lock.LockInfo) error {
+		if ev, line, ok := c.releaseOf(prev, info); ok {
+			if err := c.emit(ev, line); err != nil {
+				return err
+			}
+		}
+		prev = info
 		if line := stateLine(info); line != last {
 			last = line
 			return c.emit(watchEvent{Time: time.Now(), Event: "state", State: ptr(infoJSON(info))}, line)
@@ -74,10 +81,11 @@ func runWatch(ctx context.Context, c *cli, args []string) int {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		// Without notifications, read again when the lease or turn ends.
+		// Without notifications, read again every pollEvery: a release
+		// with nobody waiting and a force-unlock send no message.
 		timer.Reset(time.Hour)
-		if !notified && (info.Held || info.Reserved) {
-			timer.Reset(max(info.RemainingLease, info.TurnLeft) + 10*time.Millisecond)
+		if !notified {
+			timer.Reset(pollEvery)
 		}
 		select {
 		case <-ctx.Done():
@@ -102,6 +110,37 @@ func runWatch(ctx context.Context, c *cli, args []string) int {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// pollEvery is how often watch reads the lock when Redis sends no keyspace
+// notifications: a free lock's hash keeps its last releaser for about a
+// second, so a release read this often is never missed.
+const pollEvery = 100 * time.Millisecond
+
+// releaseOf reports the release or force-unlock that ended prev's hold, as
+// read in info, unless a message reported it already.
+func (c *cli) releaseOf(prev, info lock.LockInfo) (watchEvent, string, bool) {
+	if !prev.Held || info.Held && info.Holder == prev.Holder || info.LastReleasedBy.ID == "" {
+		return watchEvent{}, "", false
+	}
+	by := info.LastReleasedBy
+	seen := releaseID(by.ID, info.Forced)
+	if seen == c.lastRelease {
+		return watchEvent{}, "", false
+	}
+	c.lastRelease = seen
+	if info.Forced {
+		return watchEvent{Time: time.Now(), Event: "release", From: ownerJSON(by)}, "force-unlocked by " + by.String(), true
+	}
+	return watchEvent{Time: time.Now(), Event: "release", From: ownerJSON(by)}, "released by " + by.String(), true
+}
+
+// releaseID names a release: who let go and whether by force.
+func releaseID(owner string, forced bool) string {
+	if forced {
+		return "!" + owner
+	}
+	return owner
+}
 
 // burst is how long watch waits after a message for the rest of its
 // burst: one script changes several keys, then tells the waiters.
@@ -209,6 +248,7 @@ func (c *cli) message(m *redis.Message) error {
 	}
 	c.lastMsg = m.Payload
 	from := lock.ParseOwner(strings.TrimPrefix(f[0], "!"))
+	c.lastRelease = releaseID(from.ID, strings.HasPrefix(f[0], "!"))
 	ev := watchEvent{Time: time.Now(), From: ownerJSON(from)}
 	var line string
 	by := "released by " + from.String()
