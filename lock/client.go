@@ -545,9 +545,12 @@ func (c *Client) reenter(cl *call, lc lockConfig, outer *level) (*level, error) 
 	return lvl, err
 }
 
-func (c *Client) newOwner() string {
+func (c *Client) newOwner(internal bool) string {
 	var buf [80]byte // owners are at most 63 bytes (see clientID): one allocation, the string
 	b := append(append(buf[:0], c.id...), ':')
+	if internal {
+		b = append(b, internalMark) // see Owner.Internal
+	}
 	return string(strconv.AppendUint(b, c.seq.Add(1), 36))
 }
 

@@ -101,7 +101,7 @@ func (c *Client) ForceUnlock(ctx context.Context, key string, opts ...ForceOptio
 	if fc.conditional && fc.holder == "" {
 		return Forced{}, invalidf("IfHeldBy with an empty owner")
 	}
-	var from any = c.newOwner() // an owner of its own: r names it
+	var from any = c.newOwner(false) // an owner of its own: r names it
 	rs := fanOutScripts(c, ctx, c.callTimeout(c.cfg.lease), func(ctx context.Context, nd *node) ([]any, error) {
 		return nd.run(ctx, forceScript, rk, from, c.claimArg, nd.publish, forceLinger, fc.holder).Slice()
 	}, nil)

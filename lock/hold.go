@@ -111,7 +111,7 @@ func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hol
 	if lc.untilUnlock {
 		parent = context.WithoutCancel(parent) // renewed until unlock
 	}
-	owner := c.newOwner()
+	owner := c.newOwner(lc.internal)
 	h := &hold{
 		c:         c,
 		key:       key,

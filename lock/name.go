@@ -22,8 +22,9 @@ func WithName(name string) LockOption {
 // markers of package cronlock. Observers are told ([Acquire.Internal]):
 // package otellock records its metrics but, unless asked to, no spans,
 // and marks its contexts, the lock context included, so that work under
-// them starts no trace. Do not use it for locks whose critical section
-// should be traced.
+// them starts no trace. Its owner in Redis is marked ([Owner.Internal]),
+// so listings for people (lockkit ls) keep it apart from the users'
+// locks. Do not use it for locks whose critical section should be traced.
 func WithInternal() LockOption {
 	return func(c *lockConfig) { c.internal = true }
 }

@@ -65,7 +65,15 @@ type Owner struct {
 	PID  int
 	// Label is the label of [WithOwnerLabel], if any.
 	Label string
+	// Internal tells an owner of a lock taken with [WithInternal]: an
+	// integration's own bookkeeping, such as cronlock's tick markers, which
+	// listings for people (lockkit ls) keep apart from the users' locks.
+	// Its sequence starts with '_'.
+	Internal bool
 }
+
+// internalMark starts the sequence of an internal owner (Owner.Internal).
+const internalMark = '_'
 
 // String returns the label, host and pid, e.g. "payments-7f9c web-1/4242",
 // or the ID when they are not known.
@@ -84,15 +92,15 @@ func (o Owner) String() string {
 // the Client is, so that Redis tells which process holds a key. The label
 // may contain ':'; the sequence after the last ':' never does, which is
 // how queue.lua finds a Client's owners. The host name is cut so that an
-// owner with a sequence of up to 6 base-36 digits, after a one-byte mark,
-// fits in maxOwner bytes.
+// owner with a sequence of up to 6 base-36 digits, after the internal mark
+// and a one-byte mark, fits in maxOwner bytes.
 func clientID(random [16]byte, host, label string) string {
 	who := ":" + strconv.Itoa(os.Getpid())
 	if label != "" {
 		who += ":" + label
 	}
 	r := base64.RawURLEncoding.EncodeToString(random[:])
-	room := maxOwner - len(">") - len(r) - len("@") - len(who) - len(":zzzzzz")
+	room := maxOwner - len(">") - len(r) - len("@") - len(who) - len(":_zzzzzz")
 	if len(host) > room {
 		host = host[:max(room, 1)]
 	}
@@ -122,10 +130,11 @@ func hostName() string {
 // (from an older Client) gives an Owner with only ID set.
 func ParseOwner(id string) Owner {
 	o := Owner{ID: id}
-	client, _, ok := cutLast(id, ":")
+	client, seq, ok := cutLast(id, ":")
 	if !ok {
 		return o
 	}
+	o.Internal = len(seq) > 0 && seq[0] == internalMark
 	_, who, ok := strings.Cut(client, "@")
 	if !ok {
 		return o

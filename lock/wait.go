@@ -475,7 +475,7 @@ func (c *Client) check(rk redisKeys, lease any) {
 	ctx, cancel := context.WithTimeout(c.life, cleanupTimeout)
 	defer cancel()
 	nd := c.nodes[0]
-	_ = nd.run(ctx, acquireScript, rk, c.newOwner(), lease, 1, c.claimArg, checkMode, nd.publish).Err()
+	_ = nd.run(ctx, acquireScript, rk, c.newOwner(false), lease, 1, c.claimArg, checkMode, nd.publish).Err()
 }
 
 // handOverChecks has every Client with a queued waiter of the keys of
@@ -490,7 +490,7 @@ func (c *Client) handOverChecks(pending []*pendingCheck, deadline time.Time) {
 	c.onEveryNode(deadline, func(ctx context.Context, nd *node) {
 		nd.pipelined(ctx, len(pending), func(i int) (script, []string, []any) {
 			pc := pending[i]
-			return acquireScript, pc.rk.keys(), []any{c.newOwner(), pc.lease, 1, c.claimArg, watchMode, nd.publish}
+			return acquireScript, pc.rk.keys(), []any{c.newOwner(false), pc.lease, 1, c.claimArg, watchMode, nd.publish}
 		})
 	})
 }

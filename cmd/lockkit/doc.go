@@ -5,7 +5,8 @@
 //
 // Usage:
 //
-//	lockkit [flags] ls [PATTERN]            held locks whose key matches PATTERN (default *)
+//	lockkit [flags] ls [-internal] [PATTERN] held locks whose key matches PATTERN (default *);
+//	                                        -internal adds integrations' own (lock.WithInternal)
 //	lockkit [flags] show KEY                holder, hold count, lease, token and queue of KEY
 //	lockkit [flags] watch KEY               KEY's holder, waiters, hand-offs and releases as they change
 //	lockkit [flags] unlock --force [--yes] KEY

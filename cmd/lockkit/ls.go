@@ -3,15 +3,21 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"slices"
 	"strings"
 
 	"github.com/lockkit/lockkit/lock"
 )
 
-// runLs lists held locks matching the pattern, sorted by key. When a
-// server fails (a quorum node, a Cluster master), it lists what the
-// others hold, then reports the failure (exit 1).
+func lsFlags(fs *flag.FlagSet, c *cli) {
+	fs.BoolVar(&c.internal, "internal", false, "also list the locks integrations take for their own bookkeeping (lock.WithInternal, such as cronlock's tick markers)")
+}
+
+// runLs lists held locks matching the pattern, sorted by key, without
+// integration-internal ones unless -internal. When a server fails (a
+// quorum node, a Cluster master), it lists what the others hold, then
+// reports the failure (exit 1).
 func runLs(ctx context.Context, c *cli, args []string) int {
 	pattern := "*"
 	if len(args) == 1 {
@@ -27,6 +33,7 @@ func runLs(ctx context.Context, c *cli, args []string) int {
 			return c.usageErr("%v", err)
 		case err != nil:
 			failed = err
+		case info.Holder.Internal && !c.internal:
 		default:
 			infos = append(infos, info)
 		}

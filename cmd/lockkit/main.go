@@ -71,7 +71,7 @@ var verbs []verb // set in init: the verbs refer to usage
 
 func init() {
 	verbs = []verb{
-		{name: "ls", args: "[PATTERN]", summary: "list held locks whose key matches PATTERN (a Redis glob; default *)", maxArgs: 1, run: runLs},
+		{name: "ls", args: "[PATTERN]", summary: "list held locks whose key matches PATTERN (a Redis glob; default *); -internal adds integrations' own", maxArgs: 1, flags: lsFlags, run: runLs},
 		{name: "show", args: "KEY", summary: "show KEY's holder, hold count, lease, fencing token and wait queue", minArgs: 1, maxArgs: 1, run: runShow},
 		{name: "watch", args: "KEY", summary: "follow KEY's holder, waiters and hand-offs until interrupted", minArgs: 1, maxArgs: 1, run: runWatch},
 		{name: "unlock", args: "--force [--yes] KEY", summary: "end KEY's hold, whoever holds it; the next waiter gets it, the holder is fenced", minArgs: 1, maxArgs: 1, flags: unlockFlags, check: checkUnlock, run: runUnlock},

@@ -90,6 +90,29 @@ func TestLsAndShow(t *testing.T) {
 	}
 }
 
+// An integration's own locks (cronlock's tick markers, lock.WithInternal)
+// are not listed among the users' unless asked for.
+func TestLsKeepsInternalLocksApart(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	url := "redis://" + srv.Addr
+	ctx := context.Background()
+	c := holder(t, rdb, "cron")
+	_, unlockRun := locktest.MustLock(t, c, ctx, "cronlock:run:report")
+	defer unlockRun()
+	_, unlockTick := locktest.MustLock(t, c, ctx, "cronlock:tick:report", lock.WithInternal())
+	defer unlockTick()
+
+	code, out, errOut := lockkit(t, ctx, url, "", "ls")
+	if code != exitOK || !strings.Contains(out, "cronlock:run:report") || strings.Contains(out, "cronlock:tick:report") {
+		t.Fatalf("ls: %d, want the run lock and not the tick marker:\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = lockkit(t, ctx, url, "", "ls", "-internal", "-o", "json")
+	if code != exitOK || !strings.Contains(out, "cronlock:run:report") || !strings.Contains(out, `"internal":true`) {
+		t.Fatalf("ls -internal: %d, want both, the marker marked internal:\n%s%s", code, out, errOut)
+	}
+}
+
 func TestUnlockForce(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)

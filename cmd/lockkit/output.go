@@ -21,13 +21,15 @@ type jsonOwner struct {
 	Host  string `json:"host,omitempty"`
 	PID   int    `json:"pid,omitempty"`
 	Label string `json:"label,omitempty"`
+	// Internal: a lock an integration takes for itself (lock.WithInternal).
+	Internal bool `json:"internal,omitempty"`
 }
 
 func ownerJSON(o lock.Owner) *jsonOwner {
 	if o.ID == "" {
 		return nil
 	}
-	return &jsonOwner{ID: o.ID, Host: o.Host, PID: o.PID, Label: o.Label}
+	return &jsonOwner{ID: o.ID, Host: o.Host, PID: o.PID, Label: o.Label, Internal: o.Internal}
 }
 
 type jsonWaiter struct {

@@ -20,6 +20,7 @@ type cli struct {
 	verb string
 
 	force, yes  bool   // unlock's flags
+	internal    bool   // ls's flag
 	lastMsg     string // watch: the last message reported
 	lastRelease string // watch: the last release reported (see releaseID)
 
