@@ -100,5 +100,7 @@
 // For job name N the Scheduler locks the keys "cronlock:run:N" and
 // "cronlock:tick:N" with the Locker, which adds its prefix. Each lock key
 // keeps a fencing hash in Redis for good (about 136 bytes): two per job
-// name, whatever the number of ticks.
+// name, whatever the number of ticks. Both locks carry one telemetry name,
+// "cronlock:N" ([lock.WithName]); the tick marker is marked
+// [lock.WithInternal].
 package cronlock

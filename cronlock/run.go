@@ -72,7 +72,7 @@ func (e *entry) attempt() Attempt {
 	lease := lock.WithFixedLease(tick.Add(markerLease(hold)).Sub(now))
 	sent := s.now()
 	// Bookkeeping, not the job's work: observers record no trace of it.
-	_, unlockTick, err := s.locker.TryLock(context.Background(), e.tickKey, named(e.tickKey, lease, bound, lock.WithInternal())...)
+	_, unlockTick, err := s.locker.TryLock(context.Background(), e.tickKey, named(e.name, lease, bound, lock.WithInternal())...)
 	if err != nil {
 		if other, ok := e.otherSpec(err, hold, sent); ok {
 			a.Outcome = OutcomeSkippedOtherSpec
@@ -95,7 +95,7 @@ func (e *entry) attempt() Attempt {
 func (e *entry) run(a Attempt, bound time.Duration) Attempt {
 	s := e.s
 	start := time.Now()
-	held, unlockRun, err := s.locker.TryLock(s.life, e.runKey, named(e.runKey, append(e.cfg.lockOptions(), lock.WithMaxWait(bound))...)...)
+	held, unlockRun, err := s.locker.TryLock(s.life, e.runKey, named(e.name, append(e.cfg.lockOptions(), lock.WithMaxWait(bound))...)...)
 	if err != nil && context.Cause(s.life) == ErrStopped {
 		a.Outcome, a.Err = OutcomeStopped, errors.Join(ErrStopped, err)
 		return a
