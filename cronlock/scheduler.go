@@ -138,10 +138,13 @@ func (s *Scheduler) Update(name, spec string, opts ...JobOption) (cron.EntryID, 
 
 // Remove removes job name from the cron and frees its name; a run in
 // progress finishes. It returns [ErrUnknownJob] when no job has that name.
+// Removing the job's entry from the cron itself (c.Remove with the ID
+// AddFunc returned) does the same: the name is free again, and Update,
+// RunNow and Remove return ErrUnknownJob for it.
 func (s *Scheduler) Remove(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.jobs[name]
+	e := s.lookup(name)
 	if e == nil {
 		return unknownJob(name)
 	}
@@ -158,7 +161,7 @@ func (s *Scheduler) Remove(name string) error {
 // [ErrUnknownJob] for an unknown name and [ErrStopped] after Stop.
 func (s *Scheduler) RunNow(name string) (Attempt, error) {
 	s.mu.Lock()
-	e := s.jobs[name]
+	e := s.lookup(name)
 	s.mu.Unlock()
 	if e == nil {
 		return Attempt{}, unknownJob(name)
@@ -170,6 +173,18 @@ func (s *Scheduler) RunNow(name string) (Attempt, error) {
 	a := e.run(Attempt{Job: name}, s.cfg.tolerance)
 	s.report(a)
 	return a, nil
+}
+
+// lookup returns job name, or nil when there is none. A job whose cron
+// entry was removed from the cron itself (c.Remove) is gone: lookup
+// forgets it, which frees its name. s.mu must be held.
+func (s *Scheduler) lookup(name string) *entry {
+	e := s.jobs[name]
+	if e != nil && !s.c.Entry(e.id).Valid() {
+		delete(s.jobs, name)
+		return nil
+	}
+	return e
 }
 
 func unknownJob(name string) error { return fmt.Errorf("%w: %q", ErrUnknownJob, loggedName(name)) }
@@ -194,7 +209,7 @@ func (s *Scheduler) add(spec, name string, job Job, opts []JobOption, replace bo
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := s.jobs[name]
+	old := s.lookup(name)
 	switch {
 	case s.stopped:
 		return 0, ErrStopped
