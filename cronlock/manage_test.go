@@ -18,7 +18,7 @@ func TestRunNowUpdateRemove(t *testing.T) {
 	r.add(t, name, nop)
 
 	a, err := r.s.RunNow(name)
-	if err != nil || a.Outcome != cronlock.OutcomeRan || a.Token == 0 || !a.Tick.IsZero() {
+	if err != nil || a.Outcome != cronlock.OutcomeRan || a.Token == 0 || !a.Tick.IsZero() { // before Start: no tick
 		t.Fatalf("RunNow = %+v, %v; want ran with a token and no tick", a, err)
 	}
 	if got := r.rec.only(t); got.Outcome != cronlock.OutcomeRan {

@@ -22,6 +22,14 @@ func (s *Scheduler) now() time.Time {
 	return s.cfg.clock().Add(time.Duration(s.offset.Load()))
 }
 
+// timeKnown tells whether the Scheduler knows its time: always when it
+// keeps its own clock (the Locker cannot tell Redis's time), and once the
+// offset was measured when it keeps Redis's.
+func (s *Scheduler) timeKnown() bool {
+	_, redis := s.locker.(redisClock)
+	return !redis || s.measured.Load()
+}
+
 // ahead is how far the Scheduler's time is ahead of the system clock.
 func (s *Scheduler) ahead() time.Duration {
 	d := time.Duration(s.offset.Load())

@@ -200,7 +200,7 @@ func (e *entry) letGoOfMarker(now time.Time) {
 // on, since the fixed lease of AtMostFor ends right after it; before, the
 // cause of the run lock's context.
 func (e *entry) runContext(held context.Context, tick, start time.Time) (context.Context, func()) {
-	base := context.WithValue(context.WithoutCancel(held), runKey{}, run{key: e.runKey, tick: tick})
+	base := context.WithValue(context.WithoutCancel(held), runKey{}, run{key: e.runKey, tick: tick, noTick: tick.IsZero()})
 	ctx, cancel := context.WithCancelCause(base)
 	limit := start.Add(e.cfg.budget())
 	stop := context.AfterFunc(held, func() {

@@ -156,9 +156,13 @@ func (s *Scheduler) Remove(name string) error {
 // RunNow runs job name once now, on this replica, under the job's run
 // lock as a scheduled run would (no overlap with a run on any replica:
 // when one holds the job, the attempt is skipped-held), and returns the
-// attempt, which is also logged and handed to the callback; its Tick is
-// zero. The lock is taken within the skew tolerance. It returns
-// [ErrUnknownJob] for an unknown name and [ErrStopped] after Stop.
+// attempt, which is also logged and handed to the callback. Its tick (the
+// attempt's Tick and [Tick] of the job's context) is the time of the call
+// by the Scheduler's clock, corrected by Redis's; when the Scheduler does
+// not know Redis's time yet (see [Scheduler.ClockOffset]) there is none:
+// Attempt.Tick is zero and Tick reports false. The lock is taken within
+// the skew tolerance. It returns [ErrUnknownJob] for an unknown name and
+// [ErrStopped] after Stop.
 func (s *Scheduler) RunNow(name string) (Attempt, error) {
 	s.mu.Lock()
 	e := s.lookup(name)
@@ -170,7 +174,11 @@ func (s *Scheduler) RunNow(name string) (Attempt, error) {
 		return Attempt{}, ErrStopped
 	}
 	defer s.wg.Done()
-	a := e.run(Attempt{Job: name}, s.cfg.tolerance)
+	a := Attempt{Job: name}
+	if now := s.now(); s.timeKnown() {
+		a.Tick = now
+	}
+	a = e.run(a, s.cfg.tolerance)
 	s.report(a)
 	return a, nil
 }
