@@ -25,8 +25,11 @@
 // measures how far its host's clock is off Redis's (TIME, over the
 // shortest of three round trips) when it starts and every 30 s
 // ([Scheduler.ClockOffset]), and fires and works out ticks
-// by its clock corrected by that offset. At every tick each replica's cron
-// fires, and each replica:
+// by its clock corrected by that offset. A replica that has no offset yet
+// (Redis's TIME could not be read at Start) runs no tick, since by its own
+// clock it cannot tell which tick another replica runs: it reports each
+// as [OutcomeFailed] with [ErrClockUnknown] and measures again every
+// second. At every tick each replica's cron fires, and each replica:
 //
 //  1. works out the tick, the scheduled time it fires for, by its clock;
 //  2. takes the job's tick marker with [lock.Locker.TryLock], or skips with
@@ -46,7 +49,8 @@
 // answers. With a lock.Client that holds whatever the hosts' clocks say,
 // as long as none drifts by the tolerance within 30 s and Redis's clock
 // does not jump (tested: one replica 2 s behind, one 2.5 s ahead, an
-// "@every 1s" and a daily job, no tick run twice). With a Locker that
+// "@every 1s" and a daily job, no tick run twice; also when they start
+// while Redis is stalled). With a Locker that
 // cannot tell Redis's time, the hosts' clocks themselves must be within
 // the tolerance. A job every second may so be 375 ms late by default, a
 // job every 2 s or slower 1 s or more. It is not a guarantee of at least

@@ -13,13 +13,13 @@ import (
 // (freeing its name); unknown names and a stopped Scheduler are refused.
 func TestRunNowUpdateRemove(t *testing.T) {
 	t.Parallel()
-	r := newReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
 	name := uniqueName()
 	r.add(t, name, nop)
 
 	a, err := r.s.RunNow(name)
-	if err != nil || a.Outcome != cronlock.OutcomeRan || a.Token == 0 || !a.Tick.IsZero() { // before Start: no tick
-		t.Fatalf("RunNow = %+v, %v; want ran with a token and no tick", a, err)
+	if err != nil || a.Outcome != cronlock.OutcomeRan || a.Token == 0 || !a.Tick.Equal(tick0) {
+		t.Fatalf("RunNow = %+v, %v; want ran with a token, tick the time of the call", a, err)
 	}
 	if got := r.rec.only(t); got.Outcome != cronlock.OutcomeRan {
 		t.Fatalf("callback got %s, want ran", got.Outcome)
@@ -79,7 +79,7 @@ func TestRunNowUpdateRemove(t *testing.T) {
 // longer know it.
 func TestCronRemoveFreesName(t *testing.T) {
 	t.Parallel()
-	r := newReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
 	name := uniqueName()
 	r.c.Remove(r.add(t, name, nop))
 	if _, err := r.s.RunNow(name); !errors.Is(err, cronlock.ErrUnknownJob) {

@@ -7,8 +7,11 @@ import (
 )
 
 // offsetEvery is how often a started Scheduler measures its clock's
-// offset against Redis's.
-const offsetEvery = 30 * time.Second
+// offset against Redis's; offsetRetry how often while it is unknown.
+const (
+	offsetEvery = 30 * time.Second
+	offsetRetry = time.Second
+)
 
 // redisClock is a Locker that can tell Redis's time, as [lock.Client] does.
 type redisClock interface {
@@ -48,19 +51,31 @@ func (s *Scheduler) ahead() time.Duration {
 // this offset, so that replicas agree on ticks whatever their hosts'
 // clocks say; an offset beyond the skew tolerance is logged at Error all
 // the same, as the host's clock needs fixing.
+//
+// While a Scheduler whose Locker can tell Redis's time has no offset yet
+// (Redis stalled or unreachable at Start), it runs no tick: by its own
+// clock it cannot tell which tick another replica runs. It reports each
+// tick as [OutcomeFailed] with [ErrClockUnknown] and measures again every
+// second until a measurement succeeds.
 func (s *Scheduler) ClockOffset() (time.Duration, bool) {
 	ns := s.offset.Load()
 	return time.Duration(ns), s.measured.Load()
 }
 
-// watchClock measures the offset every offsetEvery until Stop.
+// watchClock measures the offset every offsetEvery until Stop, and every
+// offsetRetry while it is unknown.
 func (s *Scheduler) watchClock(rc redisClock) {
 	s.timers.Add(1)
 	go func() {
 		defer s.timers.Done()
-		t := time.NewTicker(offsetEvery)
+		t := time.NewTimer(offsetRetry)
 		defer t.Stop()
 		for {
+			if s.measured.Load() {
+				t.Reset(offsetEvery)
+			} else {
+				t.Reset(offsetRetry)
+			}
 			select {
 			case <-t.C:
 				s.measureOffset(rc)

@@ -57,6 +57,11 @@ func (e *entry) attempt() Attempt {
 	s := e.s
 	now := s.now()
 	e.letGoOfMarker(now)
+	if !s.timeKnown() {
+		// Its tick by its own clock may be another replica's next or
+		// last one: it runs none rather than one that may run elsewhere.
+		return Attempt{Job: e.name, Outcome: OutcomeFailed, Err: ErrClockUnknown}
+	}
 	tick, hold, ok := tickAt(e.ticks, now, s.cfg.tolerance)
 	a := Attempt{Job: e.name, Tick: tick, Outcome: OutcomeSkippedLate}
 	late := tick.Add(hold - s.cfg.tolerance)

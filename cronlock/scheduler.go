@@ -263,10 +263,13 @@ func (s *Scheduler) add(spec, name string, job Job, opts []JobOption, replace bo
 	return e.id, nil
 }
 
-// Start starts the cron (the same as calling its Start) and, when the
-// Locker can tell Redis's time, the measurement of this replica's clock
-// offset (see [Scheduler.ClockOffset]): Start first waits up to 1 s for
-// Redis's time, so that the first ticks fire by it. It does nothing after
+// Start starts the cron and, when the Locker can tell Redis's time, the
+// measurement of this replica's clock offset (see [Scheduler.ClockOffset]):
+// Start first waits up to 1 s for Redis's time, so that the first ticks
+// fire by it. Until a measurement succeeds (Redis stalled or unreachable)
+// the Scheduler runs no tick, reports each as failed with
+// [ErrClockUnknown], and measures again every second. Call it rather than
+// the cron's own Start, which measures nothing. It does nothing after
 // [Scheduler.Stop], when [New] got a bad argument, or when started already.
 func (s *Scheduler) Start() {
 	s.mu.Lock()

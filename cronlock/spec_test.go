@@ -30,7 +30,7 @@ func newSpecReplica(t *testing.T, rdb redis.UniversalClient, spec, name string, 
 	r := &specReplica{c: cron.New(cron.WithSeconds(), cron.WithLocation(time.UTC)), rec: newRecorder()}
 	opts = append([]cronlock.Option{cronlock.WithClock(now)}, opts...)
 	r.l = locktest.NewClient(t, rdb)
-	r.s = newScheduler(t, r.c, r.l, r.rec, opts...)
+	r.s = newScheduler(t, r.c, lockerOnly{r.l}, r.rec, opts...)
 	r.id = mustAdd(t, r.s, spec, name, nop)
 	return r
 }

@@ -20,7 +20,7 @@ func TestStopCancelsAfterGrace(t *testing.T) {
 	t.Parallel()
 	const grace = 200 * time.Millisecond
 	rdb := newMini(t)
-	r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(grace))
+	r := newLocalReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(grace))
 	name := uniqueName()
 	started, cancelled := make(chan struct{}), make(chan error, 1)
 	id := r.add(t, name, func(ctx context.Context) error {
@@ -64,7 +64,7 @@ func TestStopCancelsAfterGrace(t *testing.T) {
 // ends undisturbed, and Stop does not wait for the grace period.
 func TestStopLetsRunsFinish(t *testing.T) {
 	t.Parallel()
-	r := newReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
 	started := make(chan struct{})
 	var cause error
 	id := r.add(t, uniqueName(), func(ctx context.Context) error {
@@ -94,7 +94,7 @@ func TestStopLetsRunsFinish(t *testing.T) {
 func TestStopDoesNotWaitForAtLeastFor(t *testing.T) {
 	t.Parallel()
 	_, rdb := newReal(t)
-	r := newReplica(t, rdb, []lock.Option{lock.WithDefaultLease(time.Second)},
+	r := newLocalReplica(t, rdb, []lock.Option{lock.WithDefaultLease(time.Second)},
 		cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(5*time.Second))
 	name := uniqueName()
 	fire(r.c, mustAdd(t, r.s, "@every 5s", name, nop, cronlock.AtLeastFor(4*time.Second)))
@@ -120,7 +120,7 @@ func TestStopDoesNotWaitForAtLeastFor(t *testing.T) {
 // returns the same context from every Stop.
 func TestStopped(t *testing.T) {
 	t.Parallel()
-	r := newReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
 	id := r.add(t, uniqueName(), nop)
 	done := r.s.Stop()
 	if again := r.s.Stop(); again != done {
@@ -159,7 +159,7 @@ func TestStopWithinGraceWhenRedisStalls(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	const grace = 300 * time.Millisecond
-	r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(grace))
+	r := newLocalReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(grace))
 	started := make(chan struct{})
 	id := r.add(t, uniqueName(), func(ctx context.Context) error {
 		close(started)
