@@ -125,7 +125,7 @@ func (e *entry) run(a Attempt, bound time.Duration) Attempt {
 		a.Outcome = OutcomeRan
 	}
 	done()
-	s.releaseAfter(time.Until(start.Add(e.cfg.keepFor())), e.runKey, unlockRun)
+	e.keep(start.Add(e.cfg.keepFor()), unlockRun)
 	return a
 }
 
@@ -272,12 +272,11 @@ func explain(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", cause, err)
 }
 
-// releaseAfter calls unlock once: after d, or when the returned function
-// is called, whichever comes first; at once when d is not positive. At
-// Stop a pending release is dropped rather than waited for: the lock is no
-// longer renewed and its lease lapses by itself (a tick marker's fixed
-// lease, a run lock's lease within one lease time), so Stop is not delayed
-// and a replica does not take the job sooner than it should.
+// releaseAfter calls unlock, a tick marker's, once: after d, or when the
+// returned function is called, whichever comes first; at once when d is
+// not positive. At Stop a pending release is dropped rather than waited
+// for: the marker's fixed lease lapses by itself, so Stop is not delayed
+// and a late replica cannot run the tick again.
 func (s *Scheduler) releaseAfter(d time.Duration, key string, unlock lock.UnlockFunc) func() {
 	var once sync.Once
 	release := func() { once.Do(func() { s.logRelease(key, unlock()) }) }

@@ -305,11 +305,11 @@ func (s *Scheduler) begin() bool {
 //
 // Running jobs get the grace period set with [WithStopGrace] to finish;
 // then their contexts are cancelled with cause [ErrStopped]. Stop does not
-// wait for locks kept after a run: a lock kept for [AtLeastFor] is no
-// longer renewed and lapses within one lease of the run lock (its
-// AtMostFor lease, or the Locker's lease), and a tick marker lapses with
-// its fixed lease, at most about 4 × the skew tolerance after its tick,
-// so that a late replica cannot run the tick again. With no run in
+// wait for locks kept after a run: a lock kept for [AtLeastFor] ends when
+// its window does, also after Stop, which sets its lease to what is left
+// of the window (a closed Locker releases it at once); a tick marker
+// lapses with its fixed lease, at most about 4 × the skew tolerance after
+// its tick, so that a late replica cannot run the tick again. With no run in
 // progress the returned context is done at once; otherwise within the
 // grace period plus the time the job takes to return and its release
 // (bounded by the Locker: 1 s for a lock.Client, whatever Redis does). A

@@ -9,6 +9,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -88,19 +89,24 @@ func TestStopLetsRunsFinish(t *testing.T) {
 	}
 }
 
-// Stop does not wait for a lock kept for AtLeastFor, nor release it: it
-// is no longer renewed and lapses within one lease (1 s here), long before
-// its AtLeastFor (4 s) and the stop grace (5 s).
-func TestStopDoesNotWaitForAtLeastFor(t *testing.T) {
+// Stop does not wait for a lock kept for AtLeastFor, and the lock ends
+// at the end of the window, not a lease later: with the default 30 s
+// lease, "@every 5s" and AtLeastFor(2s), Stop right after the run is done
+// at once, the run lock stays taken until about 2 s after the run's
+// start, and is free soon after, so that another replica runs the job's
+// next tick.
+func TestStopKeepsAtLeastForWindowOnly(t *testing.T) {
 	t.Parallel()
 	_, rdb := newReal(t)
-	r := newLocalReplica(t, rdb, []lock.Option{lock.WithDefaultLease(time.Second)},
-		cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(5*time.Second))
+	r := newLocalReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(5*time.Second))
+	other := locktest.NewClient(t, rdb)
 	name := uniqueName()
-	fire(r.c, mustAdd(t, r.s, "@every 5s", name, nop, cronlock.AtLeastFor(4*time.Second)))
-	if _, _, err := r.locker.TryLock(context.Background(), runKey(name)); !errors.Is(err, lock.ErrNotObtained) {
-		t.Fatalf("TryLock after the run = %v, want ErrNotObtained (AtLeastFor)", err)
-	}
+	const window = 2 * time.Second
+	var start time.Time
+	fire(r.c, mustAdd(t, r.s, "@every 5s", name, func(context.Context) error {
+		start = time.Now()
+		return nil
+	}, cronlock.AtLeastFor(window)))
 	if a := r.rec.only(t); a.Outcome != cronlock.OutcomeRan {
 		t.Fatalf("attempt %s (%v), want ran", a.Outcome, a.Err)
 	}
@@ -111,8 +117,23 @@ func TestStopDoesNotWaitForAtLeastFor(t *testing.T) {
 		t.Fatal("Stop's context not done within 1 s with no run in progress")
 	}
 	t.Logf("Stop done after %v", time.Since(stopped))
-	if d := waitFree(t, r.locker, runKey(name)); d > 2500*time.Millisecond {
-		t.Errorf("run lock free %v after Stop, want within about one 1 s lease", d)
+	// Taken until the window ends: TryLock is refused while well within it.
+	for time.Since(start) < window-300*time.Millisecond {
+		tried := time.Since(start)
+		_, unlock, err := other.TryLock(context.Background(), runKey(name))
+		if err == nil {
+			_ = unlock()
+			if tried < window-300*time.Millisecond {
+				t.Fatalf("run lock free %v after the start, within the %v AtLeastFor window", tried, window)
+			}
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d := time.Since(start) + waitFree(t, other, runKey(name))
+	t.Logf("run lock free %v after the start (AtLeastFor %v)", d, window)
+	if d > window+time.Second {
+		t.Errorf("run lock free %v after the start, want at the end of the %v window (within 1 s)", d, window)
 	}
 }
 
