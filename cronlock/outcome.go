@@ -25,7 +25,10 @@ const (
 	// OutcomeSkippedTickDone: another replica had already taken the tick,
 	// or, when this replica's clock is ahead, still kept the previous
 	// tick's marker; the tick runs on another replica (Debug: the usual
-	// outcome on all replicas but one).
+	// outcome on all replicas but one). A marker that this replica's own
+	// earlier attempt may hold (its command, which Redis did not answer
+	// in time, ran late) is not taken for another replica's: the attempt
+	// tries again until its lateness bound, then fails.
 	OutcomeSkippedTickDone
 	// OutcomeSkippedLate: this replica fired, or got the tick's marker, so
 	// late after the tick (see [WithSkewTolerance]) that another replica
@@ -35,7 +38,10 @@ const (
 	// OutcomeFailed: the job returned an error, panicked or reached its
 	// [AtMostFor] limit, or a Redis call failed before it could start,
 	// also by not answering before the tick's lateness bound (a stalled
-	// Redis: the error then matches [context.DeadlineExceeded]) (Error).
+	// Redis: the error then matches [context.DeadlineExceeded], also when
+	// the marker stayed held by what may be this replica's own late
+	// command), or the replica's clock offset to Redis is unknown
+	// ([ErrClockUnknown]) (Error).
 	// [Attempt.Err] tells which.
 	OutcomeFailed
 	// OutcomeLost: the job's run lock was lost while it ran, before any

@@ -29,13 +29,6 @@ type entry struct {
 	marker *marker // shared by the entries of one name: Update and re-adding keep it
 }
 
-// marker is the tick marker this replica holds for a job name, if any.
-type marker struct {
-	mu   sync.Mutex
-	due  time.Time // when this replica lets go of it
-	free func()    // lets go of it; nil when it holds none
-}
-
 // Run makes one run attempt and reports its outcome. cron calls it at
 // every tick.
 func (e *entry) Run() {
@@ -68,24 +61,9 @@ func (e *entry) attempt() Attempt {
 	if !ok || now.After(late) {
 		return a
 	}
-	// Each Redis call of the attempt is bounded by the tick's lateness
-	// bound: an answer after it could not be trusted anyway.
-	bound := lock.WithMaxWait(max(late.Sub(now), minBound))
-	// The marker's lease ends markerLease after the tick, by the
-	// Scheduler's clock, so that another replica can tell from what is left
-	// of it which tick it was taken for (see otherSpec).
-	lease := lock.WithFixedLease(tick.Add(markerLease(hold)).Sub(now))
-	sent := s.now()
-	// Bookkeeping, not the job's work: observers record no trace of it.
-	_, unlockTick, err := s.locker.TryLock(context.Background(), e.tickKey, named(e.name, lease, bound, lock.WithInternal())...)
-	if err != nil {
-		if other, ok := e.otherSpec(err, hold, sent); ok {
-			a.Outcome = OutcomeSkippedOtherSpec
-			a.Err = fmt.Errorf("%w: the marker of job %s was taken for a tick at %s, which spec %q does not have; do the replicas run the job on different specs?",
-				ErrOtherSpec, loggedName(e.name), other.UTC().Format(time.RFC3339Nano), e.spec)
-			return a
-		}
-		return a.notObtained(err, OutcomeSkippedTickDone)
+	unlockTick, a, ok := e.takeMarker(a, hold, late)
+	if !ok {
+		return a
 	}
 	e.holdMarker(tick.Add(hold), unlockTick)
 	if s.now().After(late) { // Redis answered late: the tick may have run
@@ -161,41 +139,6 @@ func (e *entry) otherSpec(err error, hold time.Duration, sent time.Time) (time.T
 		}
 	}
 	return end.Add(-markerLease(hold)), true
-}
-
-// holdMarker arranges for the marker just taken to be let go of at due,
-// by the Scheduler's clock.
-func (e *entry) holdMarker(due time.Time, unlock lock.UnlockFunc) {
-	free := e.s.releaseAfter(due.Sub(e.s.now()), e.tickKey, unlock)
-	m := e.marker
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.due, m.free = due, free
-}
-
-// dueBy makes the marker due at t at the latest.
-func (m *marker) dueBy(t time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !t.IsZero() && t.Before(m.due) {
-		m.due = t
-	}
-}
-
-// letGoOfMarker lets go of the marker this replica holds if it is due by
-// now, without waiting for the timer: at its next tick the holder must
-// find the marker free, however busy the machine.
-func (e *entry) letGoOfMarker(now time.Time) {
-	m := e.marker
-	m.mu.Lock()
-	free := m.free
-	if free == nil || now.Before(m.due) {
-		m.mu.Unlock()
-		return
-	}
-	m.free = nil
-	m.mu.Unlock()
-	free()
 }
 
 // runContext returns the job's context and the function to call when the
