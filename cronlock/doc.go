@@ -92,12 +92,16 @@
 // Every run attempt ends with an [Outcome]: ran, skipped-held,
 // skipped-tick-done, skipped-late, failed (with the error), lost, stopped
 // (cancelled by [Scheduler.Stop], logged at Warn: a deploy is not a
-// failure), or skipped-other-spec: the tick marker was held for a tick
-// this replica's spec does not have, so replicas run the job on different
-// specs (a rolling deploy that changes it) and this tick runs nowhere; the
-// marker's lease ends a set time after its tick, which tells the others
-// which tick it was taken for (logged at Error, with that tick). Each is logged with [log/slog] ([WithLogger]), job names cut
-// to 200 bytes, and handed to the callback set with [WithOnAttempt].
+// failure), skipped-other-spec or skipped-skew. The tick marker's lease
+// ends a set time after its tick, which tells the others which tick it was
+// taken for. A replica that finds it held for a tick its spec does not
+// have reports, on Redis's time, skipped-other-spec: replicas run the job
+// on different specs (a rolling deploy that changes it) and this tick runs
+// nowhere; on its own clock, where it cannot tell a clock off by more than
+// the skew tolerance from another spec, skipped-skew (both logged at
+// Error, with that tick). Each is logged with [log/slog] ([WithLogger]),
+// job names cut to 200 bytes, and handed to the callback set with
+// [WithOnAttempt].
 //
 // # Redis data
 //

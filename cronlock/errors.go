@@ -33,9 +33,15 @@ var (
 	// ErrOtherSpec is wrapped by the error of an attempt that found the
 	// tick marker held for a tick this replica's spec does not have
 	// ([OutcomeSkippedOtherSpec]): replicas register the job with
-	// different specs, as during a rolling deploy that changes it, or their
-	// clocks are further apart than the skew tolerance.
+	// different specs, as during a rolling deploy that changes it.
 	ErrOtherSpec = errors.New("cronlock: the tick marker is held for a tick of another spec")
+
+	// ErrClockSkew is wrapped by the error of an attempt of a replica on
+	// its own clock that found the tick marker held for a tick that is
+	// not one of its own by its clock ([OutcomeSkippedSkew]): the
+	// replicas' clocks are further apart than the skew tolerance, or they
+	// run the job on different specs.
+	ErrClockSkew = errors.New("cronlock: the tick marker is held for a tick this replica's clock does not have")
 )
 
 // ErrClockUnknown is the error of an attempt that a replica keeping

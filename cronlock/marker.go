@@ -92,13 +92,22 @@ func (e *entry) takeMarker(a Attempt, hold time.Duration, late time.Time) (lock.
 // refused returns a with the outcome of a refusal of the marker (err, to
 // a command sent at sent) by another replica's hold.
 func (e *entry) refused(a Attempt, err error, hold time.Duration, sent time.Time) Attempt {
-	if other, ok := e.otherSpec(err, hold, sent); ok {
+	other, ok := e.otherSpec(err, hold, sent)
+	if !ok {
+		return a.notObtained(err, OutcomeSkippedTickDone)
+	}
+	if _, redisTime := e.s.locker.(redisClock); redisTime {
+		// Its clock agrees with the others': they are on Redis's too, or
+		// run no tick (see timeKnown).
 		a.Outcome = OutcomeSkippedOtherSpec
 		a.Err = fmt.Errorf("%w: the marker of job %s was taken for a tick at %s, which spec %q does not have; do the replicas run the job on different specs?",
 			ErrOtherSpec, loggedName(e.name), other.UTC().Format(time.RFC3339Nano), e.spec)
 		return a
 	}
-	return a.notObtained(err, OutcomeSkippedTickDone)
+	a.Outcome = OutcomeSkippedSkew
+	a.Err = fmt.Errorf("%w: the marker of job %s was taken for a tick at %s by this replica's clock, %v from its tick %s: the replicas' clocks are further apart than the skew tolerance %v (this replica keeps its own clock: its Locker cannot tell Redis's time), or they run the job on different specs",
+		ErrClockSkew, loggedName(e.name), other.UTC().Format(time.RFC3339Nano), a.Tick.Sub(other).Round(time.Millisecond), a.Tick.UTC().Format(time.RFC3339Nano), e.s.cfg.tolerance)
+	return a
 }
 
 // cutOff records a marker command with a fixed lease that Redis did not

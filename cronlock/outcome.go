@@ -54,13 +54,23 @@ const (
 	OutcomeStopped
 	// OutcomeSkippedOtherSpec: another replica holds the tick marker for a
 	// tick that is not one of this replica's spec, so this tick runs
-	// nowhere: the replicas run the job on different specs (or clocks
-	// further apart than the skew tolerance). [Attempt.Err] wraps
+	// nowhere: the replicas run the job on different specs. Only a replica
+	// that keeps time by Redis's clock reports it: its clock agrees with
+	// the others' (see [Scheduler.ClockOffset]). [Attempt.Err] wraps
 	// [ErrOtherSpec] and names the other tick (Error).
 	OutcomeSkippedOtherSpec
+	// OutcomeSkippedSkew: as OutcomeSkippedOtherSpec, reported by a
+	// replica on its own clock (its Locker cannot tell Redis's time): the
+	// marker is held for a tick that is not one of its own by its clock,
+	// most likely the same tick on a replica whose clock is further off
+	// than the skew tolerance; or the replicas run different specs. The
+	// tick runs on that replica or nowhere. [Attempt.Err] wraps
+	// [ErrClockSkew] and names the other tick and how far it is (Error:
+	// the clocks need fixing).
+	OutcomeSkippedSkew
 )
 
-var outcomeNames = [...]string{"", "ran", "skipped-held", "skipped-tick-done", "skipped-late", "failed", "lost", "stopped", "skipped-other-spec"}
+var outcomeNames = [...]string{"", "ran", "skipped-held", "skipped-tick-done", "skipped-late", "failed", "lost", "stopped", "skipped-other-spec", "skipped-skew"}
 
 // String returns the outcome's name, e.g. "skipped-tick-done".
 func (o Outcome) String() string {

@@ -18,16 +18,17 @@ import (
 
 func TestOutcomeString(t *testing.T) {
 	for o, want := range map[cronlock.Outcome]string{
-		cronlock.OutcomeRan:                  "ran",
-		cronlock.OutcomeSkippedHeld:          "skipped-held",
-		cronlock.OutcomeSkippedTickDone:      "skipped-tick-done",
-		cronlock.OutcomeSkippedLate:          "skipped-late",
-		cronlock.OutcomeFailed:               "failed",
-		cronlock.OutcomeLost:                 "lost",
-		cronlock.OutcomeStopped:              "stopped",
-		cronlock.OutcomeSkippedOtherSpec:     "skipped-other-spec",
-		0:                                    "unknown",
-		cronlock.OutcomeSkippedOtherSpec + 1: "unknown",
+		cronlock.OutcomeRan:              "ran",
+		cronlock.OutcomeSkippedHeld:      "skipped-held",
+		cronlock.OutcomeSkippedTickDone:  "skipped-tick-done",
+		cronlock.OutcomeSkippedLate:      "skipped-late",
+		cronlock.OutcomeFailed:           "failed",
+		cronlock.OutcomeLost:             "lost",
+		cronlock.OutcomeStopped:          "stopped",
+		cronlock.OutcomeSkippedOtherSpec: "skipped-other-spec",
+		cronlock.OutcomeSkippedSkew:      "skipped-skew",
+		0:                                "unknown",
+		cronlock.OutcomeSkippedSkew + 1:  "unknown",
 	} {
 		if got := o.String(); got != want {
 			t.Errorf("Outcome(%d).String() = %q, want %q", int(o), got, want)
