@@ -48,9 +48,10 @@ func (e *entry) Run() {
 // overlapping.
 func (e *entry) attempt() Attempt {
 	s := e.s
+	known := s.timeKnown() // before now: the offset is stored first
 	now := s.now()
 	e.letGoOfMarker(now)
-	if !s.timeKnown() {
+	if !known {
 		// Its tick by its own clock may be another replica's next or
 		// last one: it runs none rather than one that may run elsewhere.
 		return Attempt{Job: e.name, Outcome: OutcomeFailed, Err: ErrClockUnknown}

@@ -175,8 +175,8 @@ func (s *Scheduler) RunNow(name string) (Attempt, error) {
 	}
 	defer s.wg.Done()
 	a := Attempt{Job: name}
-	if now := s.now(); s.timeKnown() {
-		a.Tick = now
+	if s.timeKnown() { // before now: the offset is stored first
+		a.Tick = s.now()
 	}
 	a = e.run(a, s.cfg.tolerance)
 	s.report(a)
@@ -312,7 +312,8 @@ func (s *Scheduler) begin() bool {
 // its tick, so that a late replica cannot run the tick again. With no run in
 // progress the returned context is done at once; otherwise within the
 // grace period plus the time the job takes to return and its release
-// (bounded by the Locker: 1 s for a lock.Client, whatever Redis does). A
+// (bounded by the Locker: 1 s for a lock.Client, whatever Redis does; 1 s
+// more to hand the rest of an AtLeastFor window to Redis). A
 // job that ignores its context keeps the returned context from being
 // done, as it keeps the cron's.
 //
