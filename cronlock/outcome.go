@@ -95,7 +95,7 @@ func (o Outcome) level() slog.Level {
 // Attempt describes one run attempt of a job on one replica.
 type Attempt struct {
 	Job     string    // the job's name
-	Tick    time.Time // the scheduled time the attempt is for (RunNow: the time of the call); zero when skipped late with no tick within a period, and for a RunNow while Redis's time is unknown
+	Tick    time.Time // the scheduled time the attempt is for (RunNow: the time of the call); zero when skipped late with no tick within a period, and while the offset to Redis's time is unknown ([ErrClockUnknown]; RunNow)
 	Outcome Outcome
 	// Err is why the attempt failed or the run was lost, nil otherwise.
 	// Errors of runs that were cancelled match the context's cause with
