@@ -45,7 +45,8 @@ func (s *Scheduler) ahead() time.Duration {
 // ClockOffset returns how far Redis's clock (TIME) was ahead of this
 // Scheduler's clock at the last measurement (negative: behind), measured
 // at [Scheduler.Start] and every 30 s over the shortest of three round
-// trips, to within half of it, and false before the first
+// trips, to within half of it (a shortest round trip longer than half the
+// skew tolerance does not count), and false before the first
 // measurement or when the Locker cannot tell Redis's time (a [lock.Client]
 // can). The Scheduler fires and works out ticks by its clock corrected by
 // this offset, so that replicas agree on ticks whatever their hosts'
@@ -93,7 +94,12 @@ const offsetSamples = 3
 // measureOffset asks Redis for its time offsetSamples times, within 1 s,
 // and compares the answer of the shortest round trip with the Scheduler's
 // clock halfway through it (Cristian's algorithm): the offset is then off
-// by at most half that round trip, however slow the others were.
+// by at most half that round trip, however slow the others were. A
+// shortest round trip longer than half the skew tolerance (Redis stalled
+// or overloaded while it measured) does not count: two replicas so
+// corrected could disagree by more than the tolerance. A failed
+// measurement keeps the last offset, if any, and is logged at Warn once
+// until one succeeds.
 func (s *Scheduler) measureOffset(rc redisClock) {
 	ctx, cancel := context.WithTimeout(s.life, time.Second)
 	defer cancel()
@@ -110,14 +116,32 @@ func (s *Scheduler) measureOffset(rc redisClock) {
 			best, off = rtt, redisNow.Sub(before.Add(rtt/2))
 		}
 	}
-	if best < 0 {
-		s.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "cronlock could not read Redis's clock", slog.Any("error", err))
+	switch {
+	case best < 0:
+		s.measureFailed(slog.Any("error", err))
+		return
+	case best > s.cfg.tolerance/2:
+		s.measureFailed(slog.String("error", "round trips too slow to place Redis's time within the skew tolerance"),
+			slog.Duration("round_trip", best), slog.Duration("tolerance", s.cfg.tolerance))
 		return
 	}
 	s.offset.Store(int64(off))
 	s.measured.Store(true)
+	s.measureFailing.Store(false)
 	if off > s.cfg.tolerance || off < -s.cfg.tolerance {
 		s.cfg.logger.LogAttrs(ctx, slog.LevelError, "cronlock: this host's clock is off Redis's by more than the skew tolerance; cronlock keeps time by Redis's, but the clock needs fixing",
 			slog.Duration("offset", off), slog.Duration("tolerance", s.cfg.tolerance))
 	}
+}
+
+// measureFailed logs a failed measurement, once until one succeeds.
+func (s *Scheduler) measureFailed(attrs ...slog.Attr) {
+	if s.measureFailing.Swap(true) {
+		return
+	}
+	msg := "cronlock could not read Redis's clock; it keeps the last offset"
+	if !s.measured.Load() {
+		msg = "cronlock could not read Redis's clock; it runs no tick until it can (measureFailing every second)"
+	}
+	s.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
 }

@@ -54,8 +54,9 @@ type Scheduler struct {
 	wg      sync.WaitGroup // runs in progress
 	timers  sync.WaitGroup // pending releases, dropped at Stop
 
-	offset   atomic.Int64 // ClockOffset, in ns
-	measured atomic.Bool
+	offset         atomic.Int64 // ClockOffset, in ns
+	measured       atomic.Bool
+	measureFailing atomic.Bool // the last measurement failed (logged once)
 
 	stopOnce sync.Once
 	done     context.Context // Stop's result
