@@ -2,6 +2,7 @@ package cronlock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -60,6 +61,9 @@ func (e *entry) handOver(end time.Time, unlock lock.UnlockFunc) {
 	}
 	held, release, err := s.locker.TryLock(context.Background(), e.runKey,
 		named(e.name, lock.WithFixedLease(left), lock.WithMaxWait(time.Second))...)
+	if errors.Is(err, lock.ErrClosed) {
+		return // closing the Locker released the key
+	}
 	if err != nil {
 		s.cfg.logger.LogAttrs(context.Background(), slog.LevelWarn, "cronlock could not keep the run lock for the rest of its AtLeastFor window at Stop",
 			slog.String("job", loggedName(e.name)), slog.Duration("left", left), slog.Any("error", err))
