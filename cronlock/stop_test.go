@@ -246,3 +246,45 @@ func TestStalledRedisNeverReportsTickDone(t *testing.T) {
 		}
 	}
 }
+
+// Two replicas of an "@every 2s" job with AtLeastFor(1s) and the default
+// 30 s lease: the one that ran a tick is stopped within its window. The
+// other runs the job again at one of the next two ticks, not a lease
+// later (every tick skipped-held for 30 s).
+func TestStopDuringAtLeastForFreesJobForFleet(t *testing.T) {
+	t.Parallel()
+	_, rdb := newReal(t)
+	reps := []*replica{newReplica(t, rdb, nil), newReplica(t, rdb, nil)}
+	name := uniqueName()
+	for _, r := range reps {
+		mustAdd(t, r.s, "@every 2s", name, nop, cronlock.AtLeastFor(time.Second))
+		r.s.Start()
+	}
+	ran := -1
+	deadline := time.Now().Add(6 * time.Second)
+	for ran < 0 && time.Now().Before(deadline) {
+		for i, r := range reps {
+			if r.rec.count(cronlock.OutcomeRan) > 0 {
+				ran = i
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ran < 0 {
+		t.Fatal("no replica ran the job within 6 s")
+	}
+	stopped := time.Now()
+	waitStopped(t, reps[ran].s)
+	other := reps[1-ran]
+	before := len(other.rec.all())
+	other.rec.wait(t, 5*time.Second, "a run on the other replica after Stop", func(as []cronlock.Attempt) bool {
+		for _, a := range as[before:] {
+			if a.Outcome == cronlock.OutcomeRan {
+				t.Logf("other replica ran tick %s, %v after Stop", a.Tick.Format("15:04:05"), time.Since(stopped).Round(time.Millisecond))
+				return true
+			}
+		}
+		return false
+	})
+}
