@@ -45,7 +45,7 @@ func (s *Scheduler) ahead() time.Duration {
 // ClockOffset returns how far Redis's clock (TIME) was ahead of this
 // Scheduler's clock at the last measurement (negative: behind), measured
 // at [Scheduler.Start] and every 30 s over the shortest of three round
-// trips, to within half of it (a shortest round trip longer than half the
+// trips, to within half of it (a shortest round trip longer than the
 // skew tolerance does not count), and false before the first
 // measurement or when the Locker cannot tell Redis's time (a [lock.Client]
 // can). The Scheduler fires and works out ticks by its clock corrected by
@@ -95,8 +95,8 @@ const offsetSamples = 3
 // and compares the answer of the shortest round trip with the Scheduler's
 // clock halfway through it (Cristian's algorithm): the offset is then off
 // by at most half that round trip, however slow the others were. A
-// shortest round trip longer than half the skew tolerance (Redis stalled
-// or overloaded while it measured) does not count: two replicas so
+// shortest round trip longer than the skew tolerance (Redis stalled or
+// overloaded while it measured) does not count: two replicas so
 // corrected could disagree by more than the tolerance. A failed
 // measurement keeps the last offset, if any, and is logged at Warn once
 // until one succeeds.
@@ -120,7 +120,7 @@ func (s *Scheduler) measureOffset(rc redisClock) {
 	case best < 0:
 		s.measureFailed(slog.Any("error", err))
 		return
-	case best > s.cfg.tolerance/2:
+	case best > s.cfg.tolerance:
 		s.measureFailed(slog.String("error", "round trips too slow to place Redis's time within the skew tolerance"),
 			slog.Duration("round_trip", best), slog.Duration("tolerance", s.cfg.tolerance))
 		return

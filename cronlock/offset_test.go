@@ -99,25 +99,25 @@ func (c slowTime) Time(ctx context.Context) (time.Time, error) {
 	return c.Client.Time(ctx)
 }
 
-// A measurement whose shortest round trip is too slow to place Redis's
-// time within a quarter of the skew tolerance (every round trip 300 ms
-// here, as in a Redis that stalls during Start; tolerance 500 ms) does not
-// count: the offset it gives may be half a round trip off, and two
-// replicas so corrected could disagree by more than the tolerance. The
-// offset stays unknown, so the Scheduler runs no tick.
+// A measurement whose shortest round trip is longer than the skew
+// tolerance (every round trip 600 ms here, as in a Redis that stalls
+// during Start; tolerance 500 ms) does not count: the offset it gives may
+// be half a round trip off, and two replicas so corrected could disagree
+// by more than the tolerance. The offset stays unknown, so the Scheduler
+// runs no tick.
 func TestClockOffsetRefusesSlowRoundTrips(t *testing.T) {
 	t.Parallel()
 	_, rdb := newReal(t)
 	c := cron.New(cron.WithSeconds())
 	rec := newRecorder()
-	s := newScheduler(t, c, slowTime{locktest.NewClient(t, rdb), 300 * time.Millisecond}, rec)
+	s := newScheduler(t, c, slowTime{locktest.NewClient(t, rdb), 600 * time.Millisecond}, rec)
 	id := mustAdd(t, s, "@every 1s", uniqueName(), nop)
 	s.Start()
 	<-c.Stop().Done() // fired by hand
 	off, ok := s.ClockOffset()
-	t.Logf("offset %v, %v after round trips of 300 ms", off, ok)
+	t.Logf("offset %v, %v after round trips of 600 ms", off, ok)
 	if ok {
-		t.Errorf("offset %v measured over 300 ms round trips, want unknown", off)
+		t.Errorf("offset %v measured over 600 ms round trips, want unknown", off)
 	}
 	fire(c, id)
 	if a := rec.only(t); !errors.Is(a.Err, cronlock.ErrClockUnknown) {
