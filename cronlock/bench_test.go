@@ -18,7 +18,7 @@ import (
 // every replica but one: one TryLock that fails.
 func BenchmarkAttempt(b *testing.B) {
 	_, rdb := newReal(b)
-	locker := locktest.NewClient(b, rdb)
+	locker := lockerOnly{locktest.NewClient(b, rdb)}
 	clock := cronlock.WithClock(newFakeClock(tick0).now)
 
 	b.Run("ran", func(b *testing.B) {

@@ -18,7 +18,7 @@ import (
 func TestAtMostForCancelsRunaway(t *testing.T) {
 	t.Parallel()
 	_, rdb := newReal(t)
-	r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now))
 	name := uniqueName()
 	var cause error
 	fire(r.c, r.add(t, name, func(ctx context.Context) error {
@@ -49,7 +49,7 @@ func TestAtMostForCancelsRunaway(t *testing.T) {
 func TestAtMostForFreesHungRun(t *testing.T) {
 	t.Parallel()
 	_, rdb := newReal(t)
-	r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now))
 	other := locktest.NewClient(t, rdb)
 	name := uniqueName()
 	started, release := make(chan time.Time, 1), make(chan struct{})
@@ -95,7 +95,7 @@ func TestAtLeastForKeepsLock(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			obs := &releases{}
-			r := newReplica(t, rdb, []lock.Option{lock.WithObserver(obs)}, cronlock.WithClock(newFakeClock(tick0).now))
+			r := newLocalReplica(t, rdb, []lock.Option{lock.WithObserver(obs)}, cronlock.WithClock(newFakeClock(tick0).now))
 			other := locktest.NewClient(t, rdb)
 			name := uniqueName()
 			var start time.Time

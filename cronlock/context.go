@@ -9,8 +9,9 @@ import (
 
 // run is what a run's context carries.
 type run struct {
-	key  string // the run lock's key
-	tick time.Time
+	key    string // the run lock's key
+	tick   time.Time
+	noTick bool // a RunNow while the Scheduler's time was unknown
 }
 
 type runKey struct{}
@@ -29,10 +30,14 @@ func FencingToken(ctx context.Context) (uint64, bool) {
 }
 
 // Tick returns the scheduled time the run of ctx is for, by the
-// Scheduler's clock, and whether ctx is a job's run context or derives
-// from one. Use it to make a job idempotent, e.g. "invoices of the day
+// Scheduler's clock (corrected by Redis's, see [Scheduler.ClockOffset]),
+// and whether ctx is a job's run context, or derives from one, that has a
+// tick. A [Scheduler.RunNow] run's tick is the time of the RunNow call;
+// it has none (zero time, false) when the Scheduler does not know Redis's
+// time yet (before [Scheduler.Start], or while Redis's TIME cannot be
+// read). Use it to make a job idempotent, e.g. "invoices of the day
 // before Tick".
 func Tick(ctx context.Context) (time.Time, bool) {
 	r, ok := ctx.Value(runKey{}).(run)
-	return r.tick, ok
+	return r.tick, ok && !r.noTick
 }

@@ -25,8 +25,11 @@
 // measures how far its host's clock is off Redis's (TIME, over the
 // shortest of three round trips) when it starts and every 30 s
 // ([Scheduler.ClockOffset]), and fires and works out ticks
-// by its clock corrected by that offset. At every tick each replica's cron
-// fires, and each replica:
+// by its clock corrected by that offset. A replica that has no offset yet
+// (Redis's TIME could not be read at Start) runs no tick, since by its own
+// clock it cannot tell which tick another replica runs: it reports each
+// as [OutcomeFailed] with [ErrClockUnknown] and measures again every
+// second. At every tick each replica's cron fires, and each replica:
 //
 //  1. works out the tick, the scheduled time it fires for, by its clock;
 //  2. takes the job's tick marker with [lock.Locker.TryLock], or skips with
@@ -46,7 +49,8 @@
 // answers. With a lock.Client that holds whatever the hosts' clocks say,
 // as long as none drifts by the tolerance within 30 s and Redis's clock
 // does not jump (tested: one replica 2 s behind, one 2.5 s ahead, an
-// "@every 1s" and a daily job, no tick run twice). With a Locker that
+// "@every 1s" and a daily job, no tick run twice; also when they start
+// while Redis is stalled). With a Locker that
 // cannot tell Redis's time, the hosts' clocks themselves must be within
 // the tolerance. A job every second may so be 375 ms late by default, a
 // job every 2 s or slower 1 s or more. It is not a guarantee of at least
@@ -88,17 +92,23 @@
 // Every run attempt ends with an [Outcome]: ran, skipped-held,
 // skipped-tick-done, skipped-late, failed (with the error), lost, stopped
 // (cancelled by [Scheduler.Stop], logged at Warn: a deploy is not a
-// failure), or skipped-other-spec: the tick marker was held for a tick
-// this replica's spec does not have, so replicas run the job on different
-// specs (a rolling deploy that changes it) and this tick runs nowhere; the
-// marker's lease ends a set time after its tick, which tells the others
-// which tick it was taken for (logged at Error, with that tick). Each is logged with [log/slog] ([WithLogger]), job names cut
-// to 200 bytes, and handed to the callback set with [WithOnAttempt].
+// failure), skipped-other-spec or skipped-skew. The tick marker's lease
+// ends a set time after its tick, which tells the others which tick it was
+// taken for. A replica that finds it held for a tick its spec does not
+// have reports, on Redis's time, skipped-other-spec: replicas run the job
+// on different specs (a rolling deploy that changes it) and this tick runs
+// nowhere; on its own clock, where it cannot tell a clock off by more than
+// the skew tolerance from another spec, skipped-skew (both logged at
+// Error, with that tick). Each is logged with [log/slog] ([WithLogger]),
+// job names cut to 200 bytes, and handed to the callback set with
+// [WithOnAttempt].
 //
 // # Redis data
 //
 // For job name N the Scheduler locks the keys "cronlock:run:N" and
 // "cronlock:tick:N" with the Locker, which adds its prefix. Each lock key
 // keeps a fencing hash in Redis for good (about 136 bytes): two per job
-// name, whatever the number of ticks.
+// name, whatever the number of ticks. Both locks carry one telemetry name,
+// "cronlock:N" ([lock.WithName]); the tick marker is marked
+// [lock.WithInternal].
 package cronlock

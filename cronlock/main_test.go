@@ -215,6 +215,16 @@ func newReplica(t testing.TB, rdb redis.UniversalClient, lockOpts []lock.Option,
 	return r
 }
 
+// newLocalReplica is newReplica whose Scheduler keeps time by its own
+// clock (as with a Locker that cannot tell Redis's time), so that a fake
+// clock set with WithClock decides its ticks without Start.
+func newLocalReplica(t testing.TB, rdb redis.UniversalClient, lockOpts []lock.Option, opts ...cronlock.Option) *replica {
+	t.Helper()
+	r := &replica{locker: locktest.NewClient(t, rdb, lockOpts...), c: cron.New(cron.WithSeconds()), rec: newRecorder()}
+	r.s = newScheduler(t, r.c, lockerOnly{r.locker}, r.rec, opts...)
+	return r
+}
+
 // add adds fn as name on "@every 1s" to r.
 func (r *replica) add(t testing.TB, name string, fn func(context.Context) error, opts ...cronlock.JobOption) cron.EntryID {
 	t.Helper()

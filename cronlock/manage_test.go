@@ -13,13 +13,13 @@ import (
 // (freeing its name); unknown names and a stopped Scheduler are refused.
 func TestRunNowUpdateRemove(t *testing.T) {
 	t.Parallel()
-	r := newReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
 	name := uniqueName()
 	r.add(t, name, nop)
 
 	a, err := r.s.RunNow(name)
-	if err != nil || a.Outcome != cronlock.OutcomeRan || a.Token == 0 || !a.Tick.IsZero() {
-		t.Fatalf("RunNow = %+v, %v; want ran with a token and no tick", a, err)
+	if err != nil || a.Outcome != cronlock.OutcomeRan || a.Token == 0 || !a.Tick.Equal(tick0) {
+		t.Fatalf("RunNow = %+v, %v; want ran with a token, tick the time of the call", a, err)
 	}
 	if got := r.rec.only(t); got.Outcome != cronlock.OutcomeRan {
 		t.Fatalf("callback got %s, want ran", got.Outcome)
@@ -71,5 +71,33 @@ func TestRunNowUpdateRemove(t *testing.T) {
 	waitStopped(t, r.s)
 	if _, err := r.s.RunNow(name); !errors.Is(err, cronlock.ErrStopped) {
 		t.Fatalf("RunNow after Stop = %v, want ErrStopped", err)
+	}
+}
+
+// Removing a job's entry from the wrapped cron (c.Remove) removes the
+// job: its name can be added again, and Update, RunNow and Remove no
+// longer know it.
+func TestCronRemoveFreesName(t *testing.T) {
+	t.Parallel()
+	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	name := uniqueName()
+	r.c.Remove(r.add(t, name, nop))
+	if _, err := r.s.RunNow(name); !errors.Is(err, cronlock.ErrUnknownJob) {
+		t.Errorf("RunNow of a job removed from the cron: %v, want ErrUnknownJob", err)
+	}
+	if _, err := r.s.Update(name, "@every 1s"); !errors.Is(err, cronlock.ErrUnknownJob) {
+		t.Errorf("Update of a job removed from the cron: %v, want ErrUnknownJob", err)
+	}
+	id, err := r.s.AddFunc("@every 1s", name, nop)
+	if err != nil {
+		t.Fatalf("AddFunc after c.Remove: %v, want the name free", err)
+	}
+	fire(r.c, id)
+	if a := r.rec.only(t); a.Outcome != cronlock.OutcomeRan {
+		t.Fatalf("re-added job: %s, %v; want ran", a.Outcome, a.Err)
+	}
+	r.c.Remove(id)
+	if err := r.s.Remove(name); !errors.Is(err, cronlock.ErrUnknownJob) {
+		t.Errorf("Remove of a job removed from the cron: %v, want ErrUnknownJob", err)
 	}
 }

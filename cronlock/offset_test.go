@@ -2,6 +2,7 @@ package cronlock_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -83,5 +84,43 @@ func TestClockOffsetFromShortestRoundTrip(t *testing.T) {
 	}
 	if off > 10*time.Millisecond || off < -10*time.Millisecond {
 		t.Errorf("offset %v with one round trip 60 ms slow on its way, want within 10 ms of 0 (Redis runs on this host)", off)
+	}
+}
+
+// slowTime is a lock.Client whose every Time call is held up for delay
+// before Redis reads its clock.
+type slowTime struct {
+	*lock.Client
+	delay time.Duration
+}
+
+func (c slowTime) Time(ctx context.Context) (time.Time, error) {
+	time.Sleep(c.delay)
+	return c.Client.Time(ctx)
+}
+
+// A measurement whose shortest round trip is longer than the skew
+// tolerance (every round trip 600 ms here, as in a Redis that stalls
+// during Start; tolerance 500 ms) does not count: the offset it gives may
+// be half a round trip off, and two replicas so corrected could disagree
+// by more than the tolerance. The offset stays unknown, so the Scheduler
+// runs no tick.
+func TestClockOffsetRefusesSlowRoundTrips(t *testing.T) {
+	t.Parallel()
+	_, rdb := newReal(t)
+	c := cron.New(cron.WithSeconds())
+	rec := newRecorder()
+	s := newScheduler(t, c, slowTime{locktest.NewClient(t, rdb), 600 * time.Millisecond}, rec)
+	id := mustAdd(t, s, "@every 1s", uniqueName(), nop)
+	s.Start()
+	<-c.Stop().Done() // fired by hand
+	off, ok := s.ClockOffset()
+	t.Logf("offset %v, %v after round trips of 600 ms", off, ok)
+	if ok {
+		t.Errorf("offset %v measured over 600 ms round trips, want unknown", off)
+	}
+	fire(c, id)
+	if a := rec.only(t); !errors.Is(a.Err, cronlock.ErrClockUnknown) {
+		t.Errorf("attempt with the offset unknown: %s (%v), want failed, ErrClockUnknown", a.Outcome, a.Err)
 	}
 }

@@ -48,8 +48,7 @@ func WithSkewTolerance(d time.Duration) Option {
 }
 
 // WithStopGrace sets how long [Scheduler.Stop] lets running jobs finish
-// before it cancels their contexts with cause [ErrStopped] and releases
-// the locks held for [AtLeastFor]. Default [DefaultStopGrace] (10 s); 0
+// before it cancels their contexts with cause [ErrStopped]. Default [DefaultStopGrace] (10 s); 0
 // cancels at once; it must not be negative.
 func WithStopGrace(d time.Duration) Option {
 	return func(c *config) { c.grace = d }
@@ -134,8 +133,10 @@ func AtMostFor(d time.Duration) JobOption {
 // run ended sooner, so that no replica starts the job again within d. The
 // lock is released at the run's end when it took longer, and never later
 // than 9/10 of the [AtMostFor] limit after the start, so that it is
-// released before its fixed lease can lapse. [Scheduler.Stop] releases
-// such locks when its grace period ends.
+// released before its fixed lease can lapse. The kept lock ends when its
+// window does, also after [Scheduler.Stop], which does not wait for it:
+// Stop sets its lease to what is left of the window (a closed Locker
+// releases it at once).
 //
 // d must be positive, not longer than AtMostFor's and shorter than the
 // job's period (the time between two ticks): [Scheduler.AddFunc] refuses

@@ -25,7 +25,10 @@ const (
 	// OutcomeSkippedTickDone: another replica had already taken the tick,
 	// or, when this replica's clock is ahead, still kept the previous
 	// tick's marker; the tick runs on another replica (Debug: the usual
-	// outcome on all replicas but one).
+	// outcome on all replicas but one). A marker that this replica's own
+	// earlier attempt may hold (its command, which Redis did not answer
+	// in time, ran late) is not taken for another replica's: the attempt
+	// tries again until its lateness bound, then fails.
 	OutcomeSkippedTickDone
 	// OutcomeSkippedLate: this replica fired, or got the tick's marker, so
 	// late after the tick (see [WithSkewTolerance]) that another replica
@@ -35,7 +38,10 @@ const (
 	// OutcomeFailed: the job returned an error, panicked or reached its
 	// [AtMostFor] limit, or a Redis call failed before it could start,
 	// also by not answering before the tick's lateness bound (a stalled
-	// Redis: the error then matches [context.DeadlineExceeded]) (Error).
+	// Redis: the error then matches [context.DeadlineExceeded], also when
+	// the marker stayed held by what may be this replica's own late
+	// command), or the replica's clock offset to Redis is unknown
+	// ([ErrClockUnknown]) (Error).
 	// [Attempt.Err] tells which.
 	OutcomeFailed
 	// OutcomeLost: the job's run lock was lost while it ran, before any
@@ -48,13 +54,23 @@ const (
 	OutcomeStopped
 	// OutcomeSkippedOtherSpec: another replica holds the tick marker for a
 	// tick that is not one of this replica's spec, so this tick runs
-	// nowhere: the replicas run the job on different specs (or clocks
-	// further apart than the skew tolerance). [Attempt.Err] wraps
+	// nowhere: the replicas run the job on different specs. Only a replica
+	// that keeps time by Redis's clock reports it: its clock agrees with
+	// the others' (see [Scheduler.ClockOffset]). [Attempt.Err] wraps
 	// [ErrOtherSpec] and names the other tick (Error).
 	OutcomeSkippedOtherSpec
+	// OutcomeSkippedSkew: as OutcomeSkippedOtherSpec, reported by a
+	// replica on its own clock (its Locker cannot tell Redis's time): the
+	// marker is held for a tick that is not one of its own by its clock,
+	// most likely the same tick on a replica whose clock is further off
+	// than the skew tolerance; or the replicas run different specs. The
+	// tick runs on that replica or nowhere. [Attempt.Err] wraps
+	// [ErrClockSkew] and names the other tick and how far it is (Error:
+	// the clocks need fixing).
+	OutcomeSkippedSkew
 )
 
-var outcomeNames = [...]string{"", "ran", "skipped-held", "skipped-tick-done", "skipped-late", "failed", "lost", "stopped", "skipped-other-spec"}
+var outcomeNames = [...]string{"", "ran", "skipped-held", "skipped-tick-done", "skipped-late", "failed", "lost", "stopped", "skipped-other-spec", "skipped-skew"}
 
 // String returns the outcome's name, e.g. "skipped-tick-done".
 func (o Outcome) String() string {
@@ -79,7 +95,7 @@ func (o Outcome) level() slog.Level {
 // Attempt describes one run attempt of a job on one replica.
 type Attempt struct {
 	Job     string    // the job's name
-	Tick    time.Time // the scheduled time the attempt is for; zero for RunNow, and when skipped late with no tick within a period
+	Tick    time.Time // the scheduled time the attempt is for (RunNow: the time of the call); zero when skipped late with no tick within a period, and while the offset to Redis's time is unknown ([ErrClockUnknown]; RunNow)
 	Outcome Outcome
 	// Err is why the attempt failed or the run was lost, nil otherwise.
 	// Errors of runs that were cancelled match the context's cause with

@@ -18,16 +18,17 @@ import (
 
 func TestOutcomeString(t *testing.T) {
 	for o, want := range map[cronlock.Outcome]string{
-		cronlock.OutcomeRan:                  "ran",
-		cronlock.OutcomeSkippedHeld:          "skipped-held",
-		cronlock.OutcomeSkippedTickDone:      "skipped-tick-done",
-		cronlock.OutcomeSkippedLate:          "skipped-late",
-		cronlock.OutcomeFailed:               "failed",
-		cronlock.OutcomeLost:                 "lost",
-		cronlock.OutcomeStopped:              "stopped",
-		cronlock.OutcomeSkippedOtherSpec:     "skipped-other-spec",
-		0:                                    "unknown",
-		cronlock.OutcomeSkippedOtherSpec + 1: "unknown",
+		cronlock.OutcomeRan:              "ran",
+		cronlock.OutcomeSkippedHeld:      "skipped-held",
+		cronlock.OutcomeSkippedTickDone:  "skipped-tick-done",
+		cronlock.OutcomeSkippedLate:      "skipped-late",
+		cronlock.OutcomeFailed:           "failed",
+		cronlock.OutcomeLost:             "lost",
+		cronlock.OutcomeStopped:          "stopped",
+		cronlock.OutcomeSkippedOtherSpec: "skipped-other-spec",
+		cronlock.OutcomeSkippedSkew:      "skipped-skew",
+		0:                                "unknown",
+		cronlock.OutcomeSkippedSkew + 1:  "unknown",
 	} {
 		if got := o.String(); got != want {
 			t.Errorf("Outcome(%d).String() = %q, want %q", int(o), got, want)
@@ -41,7 +42,7 @@ func TestLogRecords(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := cron.New(cron.WithSeconds())
-	s := cronlock.New(c, locktest.NewClient(t, newMini(t)), cronlock.WithLogger(logger), cronlock.WithClock(newFakeClock(tick0).now))
+	s := cronlock.New(c, lockerOnly{locktest.NewClient(t, newMini(t))}, cronlock.WithLogger(logger), cronlock.WithClock(newFakeClock(tick0).now))
 	ok := mustAdd(t, s, "@every 1s", "ok", nop)
 	bad := mustAdd(t, s, "@every 1s", "bad", func(context.Context) error { return errBoom })
 	fire(c, ok)
@@ -90,7 +91,7 @@ func TestLongNameLoggedCut(t *testing.T) {
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := cron.New(cron.WithSeconds())
 	var whole string
-	s := cronlock.New(c, locktest.NewClient(t, newMini(t)), cronlock.WithLogger(logger),
+	s := cronlock.New(c, lockerOnly{locktest.NewClient(t, newMini(t))}, cronlock.WithLogger(logger),
 		cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithOnAttempt(func(a cronlock.Attempt) { whole = a.Job }))
 	name := strings.Repeat("é", cronlock.MaxNameLen/2)
 	fire(c, mustAdd(t, s, "@every 1s", name, nop))

@@ -29,13 +29,6 @@ type entry struct {
 	marker *marker // shared by the entries of one name: Update and re-adding keep it
 }
 
-// marker is the tick marker this replica holds for a job name, if any.
-type marker struct {
-	mu   sync.Mutex
-	due  time.Time // when this replica lets go of it
-	free func()    // lets go of it; nil when it holds none
-}
-
 // Run makes one run attempt and reports its outcome. cron calls it at
 // every tick.
 func (e *entry) Run() {
@@ -55,32 +48,23 @@ func (e *entry) Run() {
 // overlapping.
 func (e *entry) attempt() Attempt {
 	s := e.s
+	known := s.timeKnown() // before now: the offset is stored first
 	now := s.now()
 	e.letGoOfMarker(now)
+	if !known {
+		// Its tick by its own clock may be another replica's next or
+		// last one: it runs none rather than one that may run elsewhere.
+		return Attempt{Job: e.name, Outcome: OutcomeFailed, Err: ErrClockUnknown}
+	}
 	tick, hold, ok := tickAt(e.ticks, now, s.cfg.tolerance)
 	a := Attempt{Job: e.name, Tick: tick, Outcome: OutcomeSkippedLate}
 	late := tick.Add(hold - s.cfg.tolerance)
 	if !ok || now.After(late) {
 		return a
 	}
-	// Each Redis call of the attempt is bounded by the tick's lateness
-	// bound: an answer after it could not be trusted anyway.
-	bound := lock.WithMaxWait(max(late.Sub(now), minBound))
-	// The marker's lease ends markerLease after the tick, by the
-	// Scheduler's clock, so that another replica can tell from what is left
-	// of it which tick it was taken for (see otherSpec).
-	lease := lock.WithFixedLease(tick.Add(markerLease(hold)).Sub(now))
-	sent := s.now()
-	// Bookkeeping, not the job's work: observers record no trace of it.
-	_, unlockTick, err := s.locker.TryLock(context.Background(), e.tickKey, named(e.tickKey, lease, bound, lock.WithInternal())...)
-	if err != nil {
-		if other, ok := e.otherSpec(err, hold, sent); ok {
-			a.Outcome = OutcomeSkippedOtherSpec
-			a.Err = fmt.Errorf("%w: the marker of job %s was taken for a tick at %s, which spec %q does not have; do the replicas run the job on different specs?",
-				ErrOtherSpec, loggedName(e.name), other.UTC().Format(time.RFC3339Nano), e.spec)
-			return a
-		}
-		return a.notObtained(err, OutcomeSkippedTickDone)
+	unlockTick, a, ok := e.takeMarker(a, hold, late)
+	if !ok {
+		return a
 	}
 	e.holdMarker(tick.Add(hold), unlockTick)
 	if s.now().After(late) { // Redis answered late: the tick may have run
@@ -95,7 +79,7 @@ func (e *entry) attempt() Attempt {
 func (e *entry) run(a Attempt, bound time.Duration) Attempt {
 	s := e.s
 	start := time.Now()
-	held, unlockRun, err := s.locker.TryLock(s.life, e.runKey, named(e.runKey, append(e.cfg.lockOptions(), lock.WithMaxWait(bound))...)...)
+	held, unlockRun, err := s.locker.TryLock(s.life, e.runKey, named(e.name, append(e.cfg.lockOptions(), lock.WithMaxWait(bound))...)...)
 	if err != nil && context.Cause(s.life) == ErrStopped {
 		a.Outcome, a.Err = OutcomeStopped, errors.Join(ErrStopped, err)
 		return a
@@ -120,7 +104,7 @@ func (e *entry) run(a Attempt, bound time.Duration) Attempt {
 		a.Outcome = OutcomeRan
 	}
 	done()
-	s.releaseAfter(time.Until(start.Add(e.cfg.keepFor())), e.runKey, unlockRun)
+	e.keep(start.Add(e.cfg.keepFor()), unlockRun)
 	return a
 }
 
@@ -158,41 +142,6 @@ func (e *entry) otherSpec(err error, hold time.Duration, sent time.Time) (time.T
 	return end.Add(-markerLease(hold)), true
 }
 
-// holdMarker arranges for the marker just taken to be let go of at due,
-// by the Scheduler's clock.
-func (e *entry) holdMarker(due time.Time, unlock lock.UnlockFunc) {
-	free := e.s.releaseAfter(due.Sub(e.s.now()), e.tickKey, unlock)
-	m := e.marker
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.due, m.free = due, free
-}
-
-// dueBy makes the marker due at t at the latest.
-func (m *marker) dueBy(t time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !t.IsZero() && t.Before(m.due) {
-		m.due = t
-	}
-}
-
-// letGoOfMarker lets go of the marker this replica holds if it is due by
-// now, without waiting for the timer: at its next tick the holder must
-// find the marker free, however busy the machine.
-func (e *entry) letGoOfMarker(now time.Time) {
-	m := e.marker
-	m.mu.Lock()
-	free := m.free
-	if free == nil || now.Before(m.due) {
-		m.mu.Unlock()
-		return
-	}
-	m.free = nil
-	m.mu.Unlock()
-	free()
-}
-
 // runContext returns the job's context and the function to call when the
 // job returned. The context carries the run lock's ownership, but has a
 // cancellation of its own so that it ends with one cause decided by time,
@@ -200,7 +149,7 @@ func (e *entry) letGoOfMarker(now time.Time) {
 // on, since the fixed lease of AtMostFor ends right after it; before, the
 // cause of the run lock's context.
 func (e *entry) runContext(held context.Context, tick, start time.Time) (context.Context, func()) {
-	base := context.WithValue(context.WithoutCancel(held), runKey{}, run{key: e.runKey, tick: tick})
+	base := context.WithValue(context.WithoutCancel(held), runKey{}, run{key: e.runKey, tick: tick, noTick: tick.IsZero()})
 	ctx, cancel := context.WithCancelCause(base)
 	limit := start.Add(e.cfg.budget())
 	stop := context.AfterFunc(held, func() {
@@ -267,12 +216,11 @@ func explain(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", cause, err)
 }
 
-// releaseAfter calls unlock once: after d, or when the returned function
-// is called, whichever comes first; at once when d is not positive. At
-// Stop a pending release is dropped rather than waited for: the lock is no
-// longer renewed and its lease lapses by itself (a tick marker's fixed
-// lease, a run lock's lease within one lease time), so Stop is not delayed
-// and a replica does not take the job sooner than it should.
+// releaseAfter calls unlock, a tick marker's, once: after d, or when the
+// returned function is called, whichever comes first; at once when d is
+// not positive. At Stop a pending release is dropped rather than waited
+// for: the marker's fixed lease lapses by itself, so Stop is not delayed
+// and a late replica cannot run the tick again.
 func (s *Scheduler) releaseAfter(d time.Duration, key string, unlock lock.UnlockFunc) func() {
 	var once sync.Once
 	release := func() { once.Do(func() { s.logRelease(key, unlock()) }) }

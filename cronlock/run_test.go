@@ -20,7 +20,7 @@ func TestOncePerTick(t *testing.T) {
 	t.Parallel()
 	rdb := newMini(t)
 	clk := newFakeClock(tick0.Add(10 * time.Millisecond))
-	a, b := newReplica(t, rdb, nil, cronlock.WithClock(clk.now)), newReplica(t, rdb, nil, cronlock.WithClock(clk.now))
+	a, b := newLocalReplica(t, rdb, nil, cronlock.WithClock(clk.now)), newLocalReplica(t, rdb, nil, cronlock.WithClock(clk.now))
 	name := uniqueName()
 	idA, idB := a.add(t, name, nop), b.add(t, name, nop)
 
@@ -59,7 +59,7 @@ func TestHolderLetsGoAtNextTick(t *testing.T) {
 	rdb := newMini(t)
 	minute := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
 	clk := newFakeClock(minute.Add(10 * time.Millisecond))
-	a, b := newReplica(t, rdb, nil, cronlock.WithClock(clk.now)), newReplica(t, rdb, nil, cronlock.WithClock(clk.now))
+	a, b := newLocalReplica(t, rdb, nil, cronlock.WithClock(clk.now)), newLocalReplica(t, rdb, nil, cronlock.WithClock(clk.now))
 	name := uniqueName()
 	idA := mustAdd(t, a.s, "@every 10s", name, nop) // the marker is kept 2 s
 	idB := mustAdd(t, b.s, "@every 10s", name, nop)
@@ -88,7 +88,7 @@ func TestSkippedHeld(t *testing.T) {
 	t.Parallel()
 	rdb := newMini(t)
 	clk := newFakeClock(tick0)
-	a, b := newReplica(t, rdb, nil, cronlock.WithClock(clk.now)), newReplica(t, rdb, nil, cronlock.WithClock(clk.now))
+	a, b := newLocalReplica(t, rdb, nil, cronlock.WithClock(clk.now)), newLocalReplica(t, rdb, nil, cronlock.WithClock(clk.now))
 	name := uniqueName()
 	started, finish := make(chan struct{}), make(chan struct{})
 	slow := func(context.Context) error {
@@ -125,7 +125,7 @@ func TestSkippedHeld(t *testing.T) {
 // run.
 func TestRunContext(t *testing.T) {
 	t.Parallel()
-	r := newReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
 	name := uniqueName()
 	var runCtx context.Context
 	var token uint64
@@ -175,7 +175,7 @@ func TestFailedRuns(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now))
+			r := newLocalReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now))
 			name := uniqueName()
 			fire(r.c, r.add(t, name, tt.fn))
 			a := r.rec.only(t)
@@ -210,7 +210,7 @@ func TestLostRun(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			// A 300 ms lease is renewed every 100 ms: a deleted key is seen soon.
-			r := newReplica(t, rdb, []lock.Option{lock.WithDefaultLease(300 * time.Millisecond)},
+			r := newLocalReplica(t, rdb, []lock.Option{lock.WithDefaultLease(300 * time.Millisecond)},
 				cronlock.WithClock(newFakeClock(tick0).now))
 			name := uniqueName()
 			started := make(chan struct{})
@@ -239,7 +239,7 @@ func TestRedisDown(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now))
 	id := r.add(t, uniqueName(), nop)
 	mr.Close()
 	fire(r.c, id)
@@ -266,7 +266,7 @@ func TestPrefixesIsolateServices(t *testing.T) {
 	} {
 		ran := 0
 		for _, p := range tc.prefixes {
-			r := newReplica(t, rdb, []lock.Option{lock.WithPrefix(p)}, clock)
+			r := newLocalReplica(t, rdb, []lock.Option{lock.WithPrefix(p)}, clock)
 			fire(r.c, r.add(t, "cleanup-"+tc.prefixes[0], nop))
 			if r.rec.only(t).Outcome == cronlock.OutcomeRan {
 				ran++

@@ -54,8 +54,9 @@ type Scheduler struct {
 	wg      sync.WaitGroup // runs in progress
 	timers  sync.WaitGroup // pending releases, dropped at Stop
 
-	offset   atomic.Int64 // ClockOffset, in ns
-	measured atomic.Bool
+	offset         atomic.Int64 // ClockOffset, in ns
+	measured       atomic.Bool
+	measureFailing atomic.Bool // the last measurement failed (logged once)
 
 	stopOnce sync.Once
 	done     context.Context // Stop's result
@@ -138,10 +139,13 @@ func (s *Scheduler) Update(name, spec string, opts ...JobOption) (cron.EntryID, 
 
 // Remove removes job name from the cron and frees its name; a run in
 // progress finishes. It returns [ErrUnknownJob] when no job has that name.
+// Removing the job's entry from the cron itself (c.Remove with the ID
+// AddFunc returned) does the same: the name is free again, and Update,
+// RunNow and Remove return ErrUnknownJob for it.
 func (s *Scheduler) Remove(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.jobs[name]
+	e := s.lookup(name)
 	if e == nil {
 		return unknownJob(name)
 	}
@@ -153,12 +157,16 @@ func (s *Scheduler) Remove(name string) error {
 // RunNow runs job name once now, on this replica, under the job's run
 // lock as a scheduled run would (no overlap with a run on any replica:
 // when one holds the job, the attempt is skipped-held), and returns the
-// attempt, which is also logged and handed to the callback; its Tick is
-// zero. The lock is taken within the skew tolerance. It returns
-// [ErrUnknownJob] for an unknown name and [ErrStopped] after Stop.
+// attempt, which is also logged and handed to the callback. Its tick (the
+// attempt's Tick and [Tick] of the job's context) is the time of the call
+// by the Scheduler's clock, corrected by Redis's; when the Scheduler does
+// not know Redis's time yet (see [Scheduler.ClockOffset]) there is none:
+// Attempt.Tick is zero and Tick reports false. The lock is taken within
+// the skew tolerance. It returns [ErrUnknownJob] for an unknown name and
+// [ErrStopped] after Stop.
 func (s *Scheduler) RunNow(name string) (Attempt, error) {
 	s.mu.Lock()
-	e := s.jobs[name]
+	e := s.lookup(name)
 	s.mu.Unlock()
 	if e == nil {
 		return Attempt{}, unknownJob(name)
@@ -167,9 +175,25 @@ func (s *Scheduler) RunNow(name string) (Attempt, error) {
 		return Attempt{}, ErrStopped
 	}
 	defer s.wg.Done()
-	a := e.run(Attempt{Job: name}, s.cfg.tolerance)
+	a := Attempt{Job: name}
+	if s.timeKnown() { // before now: the offset is stored first
+		a.Tick = s.now()
+	}
+	a = e.run(a, s.cfg.tolerance)
 	s.report(a)
 	return a, nil
+}
+
+// lookup returns job name, or nil when there is none. A job whose cron
+// entry was removed from the cron itself (c.Remove) is gone: lookup
+// forgets it, which frees its name. s.mu must be held.
+func (s *Scheduler) lookup(name string) *entry {
+	e := s.jobs[name]
+	if e != nil && !s.c.Entry(e.id).Valid() {
+		delete(s.jobs, name)
+		return nil
+	}
+	return e
 }
 
 func unknownJob(name string) error { return fmt.Errorf("%w: %q", ErrUnknownJob, loggedName(name)) }
@@ -194,7 +218,7 @@ func (s *Scheduler) add(spec, name string, job Job, opts []JobOption, replace bo
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := s.jobs[name]
+	old := s.lookup(name)
 	switch {
 	case s.stopped:
 		return 0, ErrStopped
@@ -240,10 +264,13 @@ func (s *Scheduler) add(spec, name string, job Job, opts []JobOption, replace bo
 	return e.id, nil
 }
 
-// Start starts the cron (the same as calling its Start) and, when the
-// Locker can tell Redis's time, the measurement of this replica's clock
-// offset (see [Scheduler.ClockOffset]): Start first waits up to 1 s for
-// Redis's time, so that the first ticks fire by it. It does nothing after
+// Start starts the cron and, when the Locker can tell Redis's time, the
+// measurement of this replica's clock offset (see [Scheduler.ClockOffset]):
+// Start first waits up to 1 s for Redis's time, so that the first ticks
+// fire by it. Until a measurement succeeds (Redis stalled or unreachable)
+// the Scheduler runs no tick, reports each as failed with
+// [ErrClockUnknown], and measures again every second. Call it rather than
+// the cron's own Start, which measures nothing. It does nothing after
 // [Scheduler.Stop], when [New] got a bad argument, or when started already.
 func (s *Scheduler) Start() {
 	s.mu.Lock()
@@ -279,14 +306,15 @@ func (s *Scheduler) begin() bool {
 //
 // Running jobs get the grace period set with [WithStopGrace] to finish;
 // then their contexts are cancelled with cause [ErrStopped]. Stop does not
-// wait for locks kept after a run: a lock kept for [AtLeastFor] is no
-// longer renewed and lapses within one lease of the run lock (its
-// AtMostFor lease, or the Locker's lease), and a tick marker lapses with
-// its fixed lease, at most about 4 × the skew tolerance after its tick,
-// so that a late replica cannot run the tick again. With no run in
+// wait for locks kept after a run: a lock kept for [AtLeastFor] ends when
+// its window does, also after Stop, which sets its lease to what is left
+// of the window (a closed Locker releases it at once); a tick marker
+// lapses with its fixed lease, at most about 4 × the skew tolerance after
+// its tick, so that a late replica cannot run the tick again. With no run in
 // progress the returned context is done at once; otherwise within the
 // grace period plus the time the job takes to return and its release
-// (bounded by the Locker: 1 s for a lock.Client, whatever Redis does). A
+// (bounded by the Locker: 1 s for a lock.Client, whatever Redis does; 1 s
+// more to hand the rest of an AtLeastFor window to Redis). A
 // job that ignores its context keeps the returned context from being
 // done, as it keeps the cron's.
 //

@@ -144,7 +144,8 @@ func TestOtherSpecFalseAlarmOnUnevenSpec(t *testing.T) {
 }
 
 // A rolling deploy moves a job by one second ("0 * * * * *" to
-// "1 * * * * *"), default tolerance, clocks in agreement: A, on the old
+// "1 * * * * *"), default tolerance, clocks in agreement (both on Redis's
+// time: on its own clock B could not tell a clock 1 s off): A, on the old
 // spec, runs :00 and keeps the marker 2 s; B, on the new spec, fires at :01
 // and finds it. Tick :01 runs nowhere (A's spec does not have it): that
 // is what skipped-other-spec is for. With a 500 ms tolerance a one-second
@@ -154,14 +155,12 @@ func TestOtherSpecFalseAlarmOnUnevenSpec(t *testing.T) {
 // nowhere is never reported as done elsewhere".
 func TestOtherSpecMissesOneSecondMove(t *testing.T) {
 	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
 	minute := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
 	ms := func(n int) time.Time { return minute.Add(time.Duration(n) * time.Millisecond) }
 	name := uniqueName()
 	ca, cb := newFakeClock(minute), newFakeClock(minute)
-	a := newSpecReplica(t, rdb, "0 * * * * *", name, ca.now)
-	b := newSpecReplica(t, rdb, "1 * * * * *", name, cb.now)
+	a := newSpecReplicaOnRedisTime(t, mr, "0 * * * * *", name, ca)
+	b := newSpecReplicaOnRedisTime(t, mr, "1 * * * * *", name, cb)
 	if at := a.fireAt(t, ca, ms(10)); at.Outcome != cronlock.OutcomeRan {
 		t.Fatalf("A at :00.010 = %s (%v), want ran", at.Outcome, at.Err)
 	}

@@ -30,8 +30,33 @@ func newSpecReplica(t *testing.T, rdb redis.UniversalClient, spec, name string, 
 	r := &specReplica{c: cron.New(cron.WithSeconds(), cron.WithLocation(time.UTC)), rec: newRecorder()}
 	opts = append([]cronlock.Option{cronlock.WithClock(now)}, opts...)
 	r.l = locktest.NewClient(t, rdb)
-	r.s = newScheduler(t, r.c, r.l, r.rec, opts...)
+	r.s = newScheduler(t, r.c, lockerOnly{r.l}, r.rec, opts...)
 	r.id = mustAdd(t, r.s, spec, name, nop)
+	return r
+}
+
+// newSpecReplicaOnRedisTime is newSpecReplica keeping time by Redis's
+// clock, mr's, set to clk's time: its offset is measured, 0. Its cron is
+// stopped: it is fired by hand.
+func newSpecReplicaOnRedisTime(t *testing.T, mr *miniredis.Miniredis, spec, name string, clk *fakeClock, opts ...cronlock.Option) *specReplica {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	r := &specReplica{c: cron.New(cron.WithSeconds(), cron.WithLocation(time.UTC)), rec: newRecorder()}
+	r.l = locktest.NewClient(t, rdb)
+	r.s = newScheduler(t, r.c, r.l, r.rec, append([]cronlock.Option{cronlock.WithClock(clk.now)}, opts...)...)
+	r.id = mustAdd(t, r.s, spec, name, nop)
+	// Start between ticks (the cron runs until stopped), at the same time
+	// by both clocks.
+	now := clk.now()
+	clk.set(now.Add(-time.Hour + 500*time.Millisecond))
+	mr.SetTime(clk.now())
+	r.s.Start()
+	<-r.c.Stop().Done()
+	clk.set(now)
+	if off, ok := r.s.ClockOffset(); !ok || off != 0 {
+		t.Fatalf("offset to Redis's clock %v, %v; want 0, true", off, ok)
+	}
 	return r
 }
 
@@ -51,9 +76,9 @@ func (r *specReplica) fireAt(t *testing.T, clk *fakeClock, tm time.Time) cronloc
 // Replicas that register one job name with different specs, as during a
 // rolling deploy that changes it, take each other's ticks: a tick whose
 // marker is held for a tick of the other spec runs nowhere. The specReplica
-// that meets it says so (skipped-other-spec, at Error), and names the
-// other tick; replicas with the same spec never do, also when one fires
-// early and still finds its previous tick's marker.
+// that meets it, on Redis's time, says so (skipped-other-spec, at Error),
+// and names the other tick; replicas with the same spec never do, also
+// when one fires early and still finds its previous tick's marker.
 func TestOtherSpecIsReported(t *testing.T) {
 	base := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
 	sec := func(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Second))) }
@@ -67,8 +92,13 @@ func TestOtherSpecIsReported(t *testing.T) {
 	}
 	t.Run("different specs", func(t *testing.T) {
 		mr := miniredis.RunT(t)
-		even, evenClock := replica(t, mr, "*/2 * * * * *")
-		third, thirdClock := replica(t, mr, "*/3 * * * * *")
+		onRedisTime := func(spec string) (*specReplica, *fakeClock) {
+			clk := newFakeClock(base)
+			return newSpecReplicaOnRedisTime(t, mr, spec, "report", clk, cronlock.WithSkewTolerance(300*time.Millisecond),
+				cronlock.WithLogger(slog.New(slog.DiscardHandler))), clk
+		}
+		even, evenClock := onRedisTime("*/2 * * * * *")
+		third, thirdClock := onRedisTime("*/3 * * * * *")
 		if a := even.fireAt(t, evenClock, sec(2)); a.Outcome != cronlock.OutcomeRan {
 			t.Fatalf("tick :02 on */2 = %s (%v), want ran", a.Outcome, a.Err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -20,7 +21,7 @@ func TestStopCancelsAfterGrace(t *testing.T) {
 	t.Parallel()
 	const grace = 200 * time.Millisecond
 	rdb := newMini(t)
-	r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(grace))
+	r := newLocalReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(grace))
 	name := uniqueName()
 	started, cancelled := make(chan struct{}), make(chan error, 1)
 	id := r.add(t, name, func(ctx context.Context) error {
@@ -64,7 +65,7 @@ func TestStopCancelsAfterGrace(t *testing.T) {
 // ends undisturbed, and Stop does not wait for the grace period.
 func TestStopLetsRunsFinish(t *testing.T) {
 	t.Parallel()
-	r := newReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
 	started := make(chan struct{})
 	var cause error
 	id := r.add(t, uniqueName(), func(ctx context.Context) error {
@@ -88,19 +89,24 @@ func TestStopLetsRunsFinish(t *testing.T) {
 	}
 }
 
-// Stop does not wait for a lock kept for AtLeastFor, nor release it: it
-// is no longer renewed and lapses within one lease (1 s here), long before
-// its AtLeastFor (4 s) and the stop grace (5 s).
-func TestStopDoesNotWaitForAtLeastFor(t *testing.T) {
+// Stop does not wait for a lock kept for AtLeastFor, and the lock ends
+// at the end of the window, not a lease later: with the default 30 s
+// lease, "@every 5s" and AtLeastFor(2s), Stop right after the run is done
+// at once, the run lock stays taken until about 2 s after the run's
+// start, and is free soon after, so that another replica runs the job's
+// next tick.
+func TestStopKeepsAtLeastForWindowOnly(t *testing.T) {
 	t.Parallel()
 	_, rdb := newReal(t)
-	r := newReplica(t, rdb, []lock.Option{lock.WithDefaultLease(time.Second)},
-		cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(5*time.Second))
+	r := newLocalReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(5*time.Second))
+	other := locktest.NewClient(t, rdb)
 	name := uniqueName()
-	fire(r.c, mustAdd(t, r.s, "@every 5s", name, nop, cronlock.AtLeastFor(4*time.Second)))
-	if _, _, err := r.locker.TryLock(context.Background(), runKey(name)); !errors.Is(err, lock.ErrNotObtained) {
-		t.Fatalf("TryLock after the run = %v, want ErrNotObtained (AtLeastFor)", err)
-	}
+	const window = 2 * time.Second
+	var start time.Time
+	fire(r.c, mustAdd(t, r.s, "@every 5s", name, func(context.Context) error {
+		start = time.Now()
+		return nil
+	}, cronlock.AtLeastFor(window)))
 	if a := r.rec.only(t); a.Outcome != cronlock.OutcomeRan {
 		t.Fatalf("attempt %s (%v), want ran", a.Outcome, a.Err)
 	}
@@ -111,8 +117,23 @@ func TestStopDoesNotWaitForAtLeastFor(t *testing.T) {
 		t.Fatal("Stop's context not done within 1 s with no run in progress")
 	}
 	t.Logf("Stop done after %v", time.Since(stopped))
-	if d := waitFree(t, r.locker, runKey(name)); d > 2500*time.Millisecond {
-		t.Errorf("run lock free %v after Stop, want within about one 1 s lease", d)
+	// Taken until the window ends: TryLock is refused while well within it.
+	for time.Since(start) < window-300*time.Millisecond {
+		tried := time.Since(start)
+		_, unlock, err := other.TryLock(context.Background(), runKey(name))
+		if err == nil {
+			_ = unlock()
+			if tried < window-300*time.Millisecond {
+				t.Fatalf("run lock free %v after the start, within the %v AtLeastFor window", tried, window)
+			}
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d := time.Since(start) + waitFree(t, other, runKey(name))
+	t.Logf("run lock free %v after the start (AtLeastFor %v)", d, window)
+	if d > window+time.Second {
+		t.Errorf("run lock free %v after the start, want at the end of the %v window (within 1 s)", d, window)
 	}
 }
 
@@ -120,7 +141,7 @@ func TestStopDoesNotWaitForAtLeastFor(t *testing.T) {
 // returns the same context from every Stop.
 func TestStopped(t *testing.T) {
 	t.Parallel()
-	r := newReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
 	id := r.add(t, uniqueName(), nop)
 	done := r.s.Stop()
 	if again := r.s.Stop(); again != done {
@@ -159,7 +180,7 @@ func TestStopWithinGraceWhenRedisStalls(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	const grace = 300 * time.Millisecond
-	r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(grace))
+	r := newLocalReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(grace))
 	started := make(chan struct{})
 	id := r.add(t, uniqueName(), func(ctx context.Context) error {
 		close(started)
@@ -224,4 +245,46 @@ func TestStalledRedisNeverReportsTickDone(t *testing.T) {
 			t.Errorf("tick %v failed with %v, want an error saying Redis did not answer in time", a.Tick, a.Err)
 		}
 	}
+}
+
+// Two replicas of an "@every 2s" job with AtLeastFor(1s) and the default
+// 30 s lease: the one that ran a tick is stopped within its window. The
+// other runs the job again at one of the next two ticks, not a lease
+// later (every tick skipped-held for 30 s).
+func TestStopDuringAtLeastForFreesJobForFleet(t *testing.T) {
+	t.Parallel()
+	_, rdb := newReal(t)
+	reps := []*replica{newReplica(t, rdb, nil), newReplica(t, rdb, nil)}
+	name := uniqueName()
+	for _, r := range reps {
+		mustAdd(t, r.s, "@every 2s", name, nop, cronlock.AtLeastFor(time.Second))
+		r.s.Start()
+	}
+	ran := -1
+	deadline := time.Now().Add(6 * time.Second)
+	for ran < 0 && time.Now().Before(deadline) {
+		for i, r := range reps {
+			if r.rec.count(cronlock.OutcomeRan) > 0 {
+				ran = i
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ran < 0 {
+		t.Fatal("no replica ran the job within 6 s")
+	}
+	stopped := time.Now()
+	waitStopped(t, reps[ran].s)
+	other := reps[1-ran]
+	before := len(other.rec.all())
+	other.rec.wait(t, 5*time.Second, "a run on the other replica after Stop", func(as []cronlock.Attempt) bool {
+		for _, a := range as[before:] {
+			if a.Outcome == cronlock.OutcomeRan {
+				t.Logf("other replica ran tick %s, %v after Stop", a.Tick.Format("15:04:05"), time.Since(stopped).Round(time.Millisecond))
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -81,7 +81,7 @@ func TestTickAndLateness(t *testing.T) {
 			t.Parallel()
 			rec := newRecorder()
 			c := cron.New(cron.WithSeconds())
-			s := newScheduler(t, c, locktest.NewClient(t, rdb), rec,
+			s := newScheduler(t, c, lockerOnly{locktest.NewClient(t, rdb)}, rec,
 				cronlock.WithSkewTolerance(tt.tolerance), cronlock.WithClock(newFakeClock(tt.at).now))
 			fire(c, mustAdd(t, s, tt.spec, uniqueName(), nop))
 			a := rec.only(t)
