@@ -62,7 +62,7 @@ func BenchmarkAttempt(b *testing.B) {
 
 // BenchmarkAddFunc measures adding a job to a new cron, without Redis.
 func BenchmarkAddFunc(b *testing.B) {
-	locker := locktest.NewClient(b, newMini(b))
+	locker := locktest.NewClient(b, newRedis(b))
 	for b.Loop() {
 		s := cronlock.New(cron.New(), locker, cronlock.WithLogger(quiet))
 		if _, err := s.AddFunc("@every 1s", "job", nop); err != nil {

@@ -21,7 +21,7 @@ import (
 func TestUpdateDropsMarkerHandoff(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(tick0.Add(10 * time.Millisecond))
-	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(clk.now))
+	r := newLocalReplica(t, newRedis(t), nil, cronlock.WithClock(clk.now))
 	name := uniqueName()
 	fire(r.c, r.add(t, name, nop))
 	if a := r.rec.only(t); a.Outcome != cronlock.OutcomeRan {
@@ -45,7 +45,7 @@ func TestUpdateDropsMarkerHandoff(t *testing.T) {
 // that ran nowhere is never skipped-tick-done). Real time, no clock jump.
 func TestUpdateToShorterPeriodLosesTicksAsTickDone(t *testing.T) {
 	t.Parallel()
-	r := newReplica(t, newMini(t), nil)
+	r := newReplica(t, newRedis(t), nil)
 	name := uniqueName()
 	mustAdd(t, r.s, "@every 2s", name, nop)
 	r.s.Start()
@@ -69,7 +69,7 @@ func TestUpdateToShorterPeriodLosesTicksAsTickDone(t *testing.T) {
 func TestRemoveAddSameNameDropsMarkerHandoff(t *testing.T) {
 	t.Parallel()
 	clk := newFakeClock(tick0.Add(10 * time.Millisecond))
-	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(clk.now))
+	r := newLocalReplica(t, newRedis(t), nil, cronlock.WithClock(clk.now))
 	name := uniqueName()
 	fire(r.c, r.add(t, name, nop))
 	if err := r.s.Remove(name); err != nil {

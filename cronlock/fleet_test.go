@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
@@ -287,16 +286,13 @@ func TestOnceUnderSkewOnRedisTime(t *testing.T) {
 // every second, every 5 s and daily.
 func TestTickOnceUnderSkew(t *testing.T) {
 	t.Parallel()
+	tick := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+	srv := newFakeRedisTime(t, tick.Add(50*time.Millisecond)) // Redis's clock, just after the tick
 	for _, spec := range []string{"@every 1s", "*/5 * * * * *", "0 0 3 * * *"} {
-		mr := miniredis.RunT(t)
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		t.Cleanup(func() { _ = rdb.Close() })
-		tick := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
-		mr.SetTime(tick.Add(50 * time.Millisecond)) // Redis's clock, just after the tick
 		var outcomes []cronlock.Outcome
 		name := uniqueName()
 		for _, skew := range []time.Duration{-2 * time.Second, 2500 * time.Millisecond} {
-			r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick.Add(50*time.Millisecond+skew)).now))
+			r := srv.newReplica(t, nil, cronlock.WithClock(newFakeClock(tick.Add(50*time.Millisecond+skew)).now))
 			id := mustAdd(t, r.s, spec, name, nop)
 			r.s.Start()
 			fire(r.c, id)

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 	"go.uber.org/goleak"
@@ -31,22 +30,63 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// newMini returns a go-redis client of a miniredis server, both closed
-// when the test ends. miniredis does not expire keys in real time: use it
-// where leases are released, not left to lapse.
-func newMini(t testing.TB) *redis.Client {
-	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
-
 // newReal returns a client of a real redis-server started for the test.
 func newReal(t testing.TB) (*redistest.Server, *redis.Client) {
 	t.Helper()
 	srv := redistest.Start(t)
 	return srv, srv.Client(t)
+}
+
+// newRedis is newReal for a test that needs only the client.
+func newRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	_, rdb := newReal(t)
+	return rdb
+}
+
+// fakeRedisTime is a real redis-server for locks and markers whose clock,
+// as Schedulers see it, is a fake one: the Lockers made with locker answer
+// Time (which cronlock measures its offset with) from clock, not TIME.
+// SetTime sets that clock; FastForward moves it and every key's TTL
+// together, as time passing for Redis.
+type fakeRedisTime struct {
+	*locktest.Redis
+	rdb   *redis.Client // the client for the code under test
+	clock *fakeClock
+}
+
+// newFakeRedisTime starts a redis-server whose clock reads now.
+func newFakeRedisTime(t testing.TB, now time.Time) *fakeRedisTime {
+	t.Helper()
+	r, rdb := locktest.NewRedis(t)
+	return &fakeRedisTime{Redis: r, rdb: rdb, clock: newFakeClock(now)}
+}
+
+// SetTime sets Redis's clock to now; TTLs are not touched.
+func (r *fakeRedisTime) SetTime(now time.Time) { r.clock.set(now) }
+
+// FastForward makes d pass for Redis: its clock moves by d, and keys
+// expire or have their TTLs shortened by d (locktest.Redis.FastForward).
+func (r *fakeRedisTime) FastForward(d time.Duration) {
+	r.Redis.FastForward(d)
+	r.clock.set(r.clock.now().Add(d))
+}
+
+// locker returns l whose Time tells r's clock. It still asks Redis for
+// TIME first, so that it fails when Redis does.
+func (r *fakeRedisTime) locker(l *lock.Client) lock.Locker { return fakeTimeLocker{l, r.clock} }
+
+// fakeTimeLocker is a lock.Client whose Time reads a fake clock.
+type fakeTimeLocker struct {
+	*lock.Client
+	clock *fakeClock
+}
+
+func (l fakeTimeLocker) Time(ctx context.Context) (time.Time, error) {
+	if _, err := l.Client.Time(ctx); err != nil {
+		return time.Time{}, err
+	}
+	return l.clock.now(), nil
 }
 
 // quiet is a logger that drops everything.
@@ -210,9 +250,7 @@ type replica struct {
 // newReplica returns a replica on rdb whose cron has a seconds field.
 func newReplica(t testing.TB, rdb redis.UniversalClient, lockOpts []lock.Option, opts ...cronlock.Option) *replica {
 	t.Helper()
-	r := &replica{locker: locktest.NewClient(t, rdb, lockOpts...), c: cron.New(cron.WithSeconds()), rec: newRecorder()}
-	r.s = newScheduler(t, r.c, r.locker, r.rec, opts...)
-	return r
+	return newReplicaOf(t, rdb, lockOpts, func(l *lock.Client) lock.Locker { return l }, opts...)
 }
 
 // newLocalReplica is newReplica whose Scheduler keeps time by its own
@@ -220,8 +258,22 @@ func newReplica(t testing.TB, rdb redis.UniversalClient, lockOpts []lock.Option,
 // clock set with WithClock decides its ticks without Start.
 func newLocalReplica(t testing.TB, rdb redis.UniversalClient, lockOpts []lock.Option, opts ...cronlock.Option) *replica {
 	t.Helper()
+	return newReplicaOf(t, rdb, lockOpts, func(l *lock.Client) lock.Locker { return lockerOnly{l} }, opts...)
+}
+
+// newReplica returns a replica on r, as the function newReplica does,
+// whose Scheduler keeps time by r's fake clock.
+func (r *fakeRedisTime) newReplica(t testing.TB, lockOpts []lock.Option, opts ...cronlock.Option) *replica {
+	t.Helper()
+	return newReplicaOf(t, r.rdb, lockOpts, r.locker, opts...)
+}
+
+// newReplicaOf returns a replica on rdb whose Scheduler has the Locker
+// wrap makes of its lock Client.
+func newReplicaOf(t testing.TB, rdb redis.UniversalClient, lockOpts []lock.Option, wrap func(*lock.Client) lock.Locker, opts ...cronlock.Option) *replica {
+	t.Helper()
 	r := &replica{locker: locktest.NewClient(t, rdb, lockOpts...), c: cron.New(cron.WithSeconds()), rec: newRecorder()}
-	r.s = newScheduler(t, r.c, lockerOnly{r.locker}, r.rec, opts...)
+	r.s = newScheduler(t, r.c, wrap(r.locker), r.rec, opts...)
 	return r
 }
 
@@ -249,3 +301,17 @@ func waitFree(t testing.TB, l lock.Locker, key string) time.Duration {
 // Lock keys of job name, as documented in the package comment.
 func runKey(name string) string  { return "cronlock:run:" + name }
 func tickKey(name string) string { return "cronlock:tick:" + name }
+
+// redisKey is the Redis key of lock key with the default prefix.
+func redisKey(key string) string { return lock.DefaultPrefix + ":{" + key + "}" }
+
+// outlive gives the held lock key a TTL of a minute, longer than any
+// test: from then on only a release frees it, not the lapse of its lease,
+// so that a test can tell the two apart.
+func outlive(t testing.TB, srv *locktest.Redis, key string) {
+	t.Helper()
+	if !srv.Exists(redisKey(key)) {
+		t.Fatalf("%s is not held", key)
+	}
+	srv.SetTTL(redisKey(key), time.Minute)
+}

@@ -13,7 +13,7 @@ import (
 // (freeing its name); unknown names and a stopped Scheduler are refused.
 func TestRunNowUpdateRemove(t *testing.T) {
 	t.Parallel()
-	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newRedis(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
 	name := uniqueName()
 	r.add(t, name, nop)
 
@@ -79,7 +79,7 @@ func TestRunNowUpdateRemove(t *testing.T) {
 // longer know it.
 func TestCronRemoveFreesName(t *testing.T) {
 	t.Parallel()
-	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newRedis(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
 	name := uniqueName()
 	r.c.Remove(r.add(t, name, nop))
 	if _, err := r.s.RunNow(name); !errors.Is(err, cronlock.ErrUnknownJob) {

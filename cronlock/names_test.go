@@ -15,7 +15,7 @@ import (
 func TestOneLockNamePerJob(t *testing.T) {
 	t.Parallel()
 	obs := &acquires{}
-	r := newLocalReplica(t, newMini(t), []lock.Option{lock.WithObserver(obs)}, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newRedis(t), []lock.Option{lock.WithObserver(obs)}, cronlock.WithClock(newFakeClock(tick0).now))
 	name := uniqueName()
 	fire(r.c, r.add(t, name, nop))
 	if a := r.rec.only(t); a.Outcome != cronlock.OutcomeRan {

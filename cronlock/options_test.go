@@ -27,7 +27,7 @@ type addCall struct {
 // AddFunc: each must come back from AddFunc as an error wrapping
 // ErrInvalid that names the problem, and add nothing to the cron.
 func TestInvalidArguments(t *testing.T) {
-	locker := locktest.NewClient(t, newMini(t))
+	locker := locktest.NewClient(t, newRedis(t))
 	jobOpts := func(opts ...cronlock.JobOption) func(*addCall) {
 		return func(a *addCall) { a.opts = opts }
 	}
@@ -98,7 +98,7 @@ func TestInvalidArguments(t *testing.T) {
 
 // TestValidArguments checks the edges that must be accepted.
 func TestValidArguments(t *testing.T) {
-	locker := locktest.NewClient(t, newMini(t))
+	locker := locktest.NewClient(t, newRedis(t))
 	c := cron.New(cron.WithSeconds())
 	s := newScheduler(t, c, locker, nil, cronlock.WithStopGrace(0), cronlock.WithSkewTolerance(time.Nanosecond))
 	for i, opts := range [][]cronlock.JobOption{
@@ -116,7 +116,7 @@ func TestValidArguments(t *testing.T) {
 }
 
 func TestAddJob(t *testing.T) {
-	locker := locktest.NewClient(t, newMini(t))
+	locker := locktest.NewClient(t, newRedis(t))
 	c := cron.New()
 	s := newScheduler(t, c, locker, nil)
 	if _, err := s.AddJob("@hourly", "nil job", nil); !errors.Is(err, cronlock.ErrInvalid) {
@@ -136,7 +136,7 @@ type countingJob struct{}
 func (countingJob) Run(context.Context) error { return nil }
 
 func TestDuplicateName(t *testing.T) {
-	locker := locktest.NewClient(t, newMini(t))
+	locker := locktest.NewClient(t, newRedis(t))
 	c := cron.New()
 	s := newScheduler(t, c, locker, nil)
 	mustAdd(t, s, "@hourly", "report", nop)

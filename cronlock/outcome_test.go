@@ -42,7 +42,7 @@ func TestLogRecords(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := cron.New(cron.WithSeconds())
-	s := cronlock.New(c, lockerOnly{locktest.NewClient(t, newMini(t))}, cronlock.WithLogger(logger), cronlock.WithClock(newFakeClock(tick0).now))
+	s := cronlock.New(c, lockerOnly{locktest.NewClient(t, newRedis(t))}, cronlock.WithLogger(logger), cronlock.WithClock(newFakeClock(tick0).now))
 	ok := mustAdd(t, s, "@every 1s", "ok", nop)
 	bad := mustAdd(t, s, "@every 1s", "bad", func(context.Context) error { return errBoom })
 	fire(c, ok)
@@ -91,7 +91,7 @@ func TestLongNameLoggedCut(t *testing.T) {
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := cron.New(cron.WithSeconds())
 	var whole string
-	s := cronlock.New(c, lockerOnly{locktest.NewClient(t, newMini(t))}, cronlock.WithLogger(logger),
+	s := cronlock.New(c, lockerOnly{locktest.NewClient(t, newRedis(t))}, cronlock.WithLogger(logger),
 		cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithOnAttempt(func(a cronlock.Attempt) { whole = a.Job }))
 	name := strings.Repeat("é", cronlock.MaxNameLen/2)
 	fire(c, mustAdd(t, s, "@every 1s", name, nop))

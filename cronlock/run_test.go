@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -18,7 +18,7 @@ import (
 // runs once, on the replica that fired first.
 func TestOncePerTick(t *testing.T) {
 	t.Parallel()
-	rdb := newMini(t)
+	srv, rdb := locktest.NewRedis(t)
 	clk := newFakeClock(tick0.Add(10 * time.Millisecond))
 	a, b := newLocalReplica(t, rdb, nil, cronlock.WithClock(clk.now)), newLocalReplica(t, rdb, nil, cronlock.WithClock(clk.now))
 	name := uniqueName()
@@ -33,7 +33,9 @@ func TestOncePerTick(t *testing.T) {
 	if !first.Tick.Equal(tick0) || !other.Tick.Equal(tick0) {
 		t.Fatalf("ticks %v and %v, want %v", first.Tick, other.Tick, tick0)
 	}
-	// The marker is kept 7/8 of the period after the tick, then released.
+	// The marker is kept 7/8 of the period after the tick, then released
+	// (its lease would lapse 74 ms later, inside the bound).
+	outlive(t, srv, tickKey(name))
 	if d := waitFree(t, a.locker, tickKey(name)); d < 700*time.Millisecond || d > 2*time.Second {
 		t.Fatalf("tick marker released %v later, want about 865 ms", d)
 	}
@@ -56,7 +58,7 @@ func TestOncePerTick(t *testing.T) {
 // go of its marker and runs the tick.
 func TestHolderLetsGoAtNextTick(t *testing.T) {
 	t.Parallel()
-	rdb := newMini(t)
+	rdb := newRedis(t)
 	minute := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
 	clk := newFakeClock(minute.Add(10 * time.Millisecond))
 	a, b := newLocalReplica(t, rdb, nil, cronlock.WithClock(clk.now)), newLocalReplica(t, rdb, nil, cronlock.WithClock(clk.now))
@@ -86,7 +88,7 @@ func TestHolderLetsGoAtNextTick(t *testing.T) {
 // another replica, is skipped there and runs nowhere else.
 func TestSkippedHeld(t *testing.T) {
 	t.Parallel()
-	rdb := newMini(t)
+	rdb := newRedis(t)
 	clk := newFakeClock(tick0)
 	a, b := newLocalReplica(t, rdb, nil, cronlock.WithClock(clk.now)), newLocalReplica(t, rdb, nil, cronlock.WithClock(clk.now))
 	name := uniqueName()
@@ -125,7 +127,7 @@ func TestSkippedHeld(t *testing.T) {
 // run.
 func TestRunContext(t *testing.T) {
 	t.Parallel()
-	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newRedis(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
 	name := uniqueName()
 	var runCtx context.Context
 	var token uint64
@@ -171,7 +173,7 @@ func TestFailedRuns(t *testing.T) {
 		{"error", func(context.Context) error { return errBoom }, errBoom, "boom"},
 		{"panic", func(context.Context) error { panic("kaput") }, cronlock.ErrPanicked, "cronlock: job panicked: kaput\ngoroutine"},
 	}
-	rdb := newMini(t)
+	rdb := newRedis(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -201,11 +203,11 @@ func TestLostRun(t *testing.T) {
 		cause error
 	}{
 		{"lock key deleted", func(_ *replica, rdb *redis.Client, name string) {
-			rdb.Del(context.Background(), lock.DefaultPrefix+":{"+runKey(name)+"}")
+			rdb.Del(context.Background(), redisKey(runKey(name)))
 		}, lock.ErrLost},
 		{"locker closed", func(r *replica, _ *redis.Client, _ string) { _ = r.locker.Close() }, lock.ErrClosed},
 	}
-	rdb := newMini(t)
+	rdb := newRedis(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -236,12 +238,12 @@ func TestLostRun(t *testing.T) {
 // one, carrying the Redis error, not a skipped one.
 func TestRedisDown(t *testing.T) {
 	t.Parallel()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	srv, _ := newReal(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	r := newLocalReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now))
 	id := r.add(t, uniqueName(), nop)
-	mr.Close()
+	srv.Stop()
 	fire(r.c, id)
 	a := r.rec.only(t)
 	if a.Outcome != cronlock.OutcomeFailed || a.Err == nil || errors.Is(a.Err, lock.ErrNotObtained) {
@@ -255,7 +257,7 @@ func TestRedisDown(t *testing.T) {
 // own.
 func TestPrefixesIsolateServices(t *testing.T) {
 	t.Parallel()
-	rdb := newMini(t)
+	rdb := newRedis(t)
 	clock := cronlock.WithClock(newFakeClock(tick0).now)
 	for _, tc := range []struct {
 		prefixes [2]string

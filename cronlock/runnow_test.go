@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockkit/lockkit/cronlock"
 )
 
@@ -17,11 +14,8 @@ import (
 // (before Start), RunNow's job is told there is no tick (ok false).
 func TestRunNowTickIsTheCallTime(t *testing.T) {
 	t.Parallel()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
 	redisNow := tick0.Add(time.Hour + 250*time.Millisecond) // Redis's clock, an hour ahead of the host's
-	mr.SetTime(redisNow)
+	srv := newFakeRedisTime(t, redisNow)
 
 	type seen struct {
 		tick time.Time
@@ -42,7 +36,7 @@ func TestRunNowTickIsTheCallTime(t *testing.T) {
 		return a, <-got
 	}
 
-	r := newReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := srv.newReplica(t, nil, cronlock.WithClock(newFakeClock(tick0).now))
 	name := uniqueName()
 	mustAdd(t, r.s, "0 0 3 1 1 *", name, job)
 	if a, s := runNow(t, r.s, name); s.ok || !s.tick.IsZero() || !a.Tick.IsZero() {

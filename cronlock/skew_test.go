@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockkit/lockkit/cronlock"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // Two replicas on their own clocks (a Locker that cannot tell Redis's
@@ -19,11 +17,9 @@ import (
 // for a tick at :04.2. That is clock skew, not another spec: B reports
 // skipped-skew with ErrClockSkew, never skipped-other-spec.
 func TestSkewReportedAsSkew(t *testing.T) {
-	mr := miniredis.RunT(t)
+	srv, rdb := locktest.NewRedis(t)
 	base := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
 	replica := func() (*specReplica, *fakeClock) {
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		t.Cleanup(func() { _ = rdb.Close() })
 		clk := newFakeClock(base)
 		return newSpecReplica(t, rdb, "*/5 * * * * *", "skewed", clk.now, cronlock.WithLogger(slog.New(slog.DiscardHandler))), clk
 	}
@@ -32,7 +28,7 @@ func TestSkewReportedAsSkew(t *testing.T) {
 	if at := a.fireAt(t, aClock, base.Add(5*time.Second+10*time.Millisecond)); at.Outcome != cronlock.OutcomeRan {
 		t.Fatalf("A at :05.010 = %s (%v), want ran", at.Outcome, at.Err)
 	}
-	mr.FastForward(800 * time.Millisecond) // Redis's clock, for the marker's TTL
+	srv.FastForward(800 * time.Millisecond) // for the marker's TTL: B fires 800 ms after A
 	at := b.fireAt(t, bClock, base.Add(5*time.Second+10*time.Millisecond))
 	t.Logf("B: %s (%v)", at.Outcome, at.Err)
 	if at.Outcome == cronlock.OutcomeSkippedOtherSpec || errors.Is(at.Err, cronlock.ErrOtherSpec) {

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
 	"github.com/lockkit/lockkit/cronlock"
@@ -115,9 +113,7 @@ func TestOtherSpecFalseAlarmWhenRedisStalls(t *testing.T) {
 // although the marker was taken for a tick with a hold of 875 ms: the
 // worked-out tick is 1.27 s early, more than 2 × tolerance from :00.
 func TestOtherSpecFalseAlarmOnUnevenSpec(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	srv, rdb := locktest.NewRedis(t)
 	minute := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
 	ms := func(n int) time.Time { return minute.Add(time.Duration(n) * time.Millisecond) }
 	const spec = "0,1 * * * * *"
@@ -129,10 +125,10 @@ func TestOtherSpecFalseAlarmOnUnevenSpec(t *testing.T) {
 	if at := a.fireAt(t, ca, ms(10)); at.Outcome != cronlock.OutcomeRan {
 		t.Fatalf("A at :00.010 = %s (%v), want ran", at.Outcome, at.Err)
 	}
-	mr.FastForward(840 * time.Millisecond) // Redis's clock: :00.850
-	bt := b.fireAt(t, cb, ms(1000))        // B is 150 ms ahead
+	srv.FastForward(840 * time.Millisecond) // 840 ms pass for the TTLs: :00.850
+	bt := b.fireAt(t, cb, ms(1000))         // B is 150 ms ahead
 	t.Logf("B (150 ms ahead) for :01 while A keeps :00's marker: %s (%v)", bt.Outcome, bt.Err)
-	mr.FastForward(170 * time.Millisecond)
+	srv.FastForward(170 * time.Millisecond)
 	at := a.fireAt(t, ca, ms(1020))
 	t.Logf("A for :01, 20 ms after it: %s (%v)", at.Outcome, at.Err)
 	if at.Outcome != cronlock.OutcomeRan {
@@ -154,17 +150,17 @@ func TestOtherSpecFalseAlarmOnUnevenSpec(t *testing.T) {
 // :01, so it goes unreported, as skipped-tick-done: "a tick that ran
 // nowhere is never reported as done elsewhere".
 func TestOtherSpecMissesOneSecondMove(t *testing.T) {
-	mr := miniredis.RunT(t)
 	minute := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
+	srv := newFakeRedisTime(t, minute)
 	ms := func(n int) time.Time { return minute.Add(time.Duration(n) * time.Millisecond) }
 	name := uniqueName()
 	ca, cb := newFakeClock(minute), newFakeClock(minute)
-	a := newSpecReplicaOnRedisTime(t, mr, "0 * * * * *", name, ca)
-	b := newSpecReplicaOnRedisTime(t, mr, "1 * * * * *", name, cb)
+	a := newSpecReplicaOnRedisTime(t, srv, "0 * * * * *", name, ca)
+	b := newSpecReplicaOnRedisTime(t, srv, "1 * * * * *", name, cb)
 	if at := a.fireAt(t, ca, ms(10)); at.Outcome != cronlock.OutcomeRan {
 		t.Fatalf("A at :00.010 = %s (%v), want ran", at.Outcome, at.Err)
 	}
-	mr.FastForward(1000 * time.Millisecond)
+	srv.FastForward(1000 * time.Millisecond)
 	bt := b.fireAt(t, cb, ms(1010))
 	t.Logf("B (new spec) for :01 while A (old spec) keeps :00's marker: %s (%v)", bt.Outcome, bt.Err)
 	if bt.Outcome != cronlock.OutcomeSkippedOtherSpec {

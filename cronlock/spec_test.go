@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
@@ -36,21 +35,19 @@ func newSpecReplica(t *testing.T, rdb redis.UniversalClient, spec, name string, 
 }
 
 // newSpecReplicaOnRedisTime is newSpecReplica keeping time by Redis's
-// clock, mr's, set to clk's time: its offset is measured, 0. Its cron is
-// stopped: it is fired by hand.
-func newSpecReplicaOnRedisTime(t *testing.T, mr *miniredis.Miniredis, spec, name string, clk *fakeClock, opts ...cronlock.Option) *specReplica {
+// clock, srv's, set to clk's time: its offset is measured, 0. Its cron
+// is stopped: it is fired by hand.
+func newSpecReplicaOnRedisTime(t *testing.T, srv *fakeRedisTime, spec, name string, clk *fakeClock, opts ...cronlock.Option) *specReplica {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
 	r := &specReplica{c: cron.New(cron.WithSeconds(), cron.WithLocation(time.UTC)), rec: newRecorder()}
-	r.l = locktest.NewClient(t, rdb)
-	r.s = newScheduler(t, r.c, r.l, r.rec, append([]cronlock.Option{cronlock.WithClock(clk.now)}, opts...)...)
+	r.l = locktest.NewClient(t, srv.rdb)
+	r.s = newScheduler(t, r.c, srv.locker(r.l), r.rec, append([]cronlock.Option{cronlock.WithClock(clk.now)}, opts...)...)
 	r.id = mustAdd(t, r.s, spec, name, nop)
 	// Start between ticks (the cron runs until stopped), at the same time
 	// by both clocks.
 	now := clk.now()
 	clk.set(now.Add(-time.Hour + 500*time.Millisecond))
-	mr.SetTime(clk.now())
+	srv.SetTime(clk.now())
 	r.s.Start()
 	<-r.c.Stop().Done()
 	clk.set(now)
@@ -83,18 +80,16 @@ func TestOtherSpecIsReported(t *testing.T) {
 	base := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
 	sec := func(s float64) time.Time { return base.Add(time.Duration(s * float64(time.Second))) }
 
-	replica := func(t *testing.T, mr *miniredis.Miniredis, spec string) (*specReplica, *fakeClock) {
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		t.Cleanup(func() { _ = rdb.Close() })
+	replica := func(t *testing.T, rdb redis.UniversalClient, spec string) (*specReplica, *fakeClock) {
 		clk := newFakeClock(base)
 		return newSpecReplica(t, rdb, spec, "report", clk.now, cronlock.WithSkewTolerance(300*time.Millisecond),
 			cronlock.WithLogger(slog.New(slog.DiscardHandler))), clk
 	}
 	t.Run("different specs", func(t *testing.T) {
-		mr := miniredis.RunT(t)
+		srv := newFakeRedisTime(t, base)
 		onRedisTime := func(spec string) (*specReplica, *fakeClock) {
 			clk := newFakeClock(base)
-			return newSpecReplicaOnRedisTime(t, mr, spec, "report", clk, cronlock.WithSkewTolerance(300*time.Millisecond),
+			return newSpecReplicaOnRedisTime(t, srv, spec, "report", clk, cronlock.WithSkewTolerance(300*time.Millisecond),
 				cronlock.WithLogger(slog.New(slog.DiscardHandler))), clk
 		}
 		even, evenClock := onRedisTime("*/2 * * * * *")
@@ -102,7 +97,7 @@ func TestOtherSpecIsReported(t *testing.T) {
 		if a := even.fireAt(t, evenClock, sec(2)); a.Outcome != cronlock.OutcomeRan {
 			t.Fatalf("tick :02 on */2 = %s (%v), want ran", a.Outcome, a.Err)
 		}
-		mr.FastForward(time.Second) // Redis's clock, for the marker's TTL
+		srv.FastForward(time.Second) // Redis's clock, for the marker's TTL
 		a := third.fireAt(t, thirdClock, sec(3))
 		if a.Outcome != cronlock.OutcomeSkippedOtherSpec || !errors.Is(a.Err, cronlock.ErrOtherSpec) {
 			t.Fatalf("tick :03 on */3 while */2 keeps the marker of :02 = %s (%v), want skipped-other-spec", a.Outcome, a.Err)
@@ -111,19 +106,19 @@ func TestOtherSpecIsReported(t *testing.T) {
 	})
 
 	t.Run("same spec", func(t *testing.T) {
-		mr := miniredis.RunT(t)
-		a1, c1 := replica(t, mr, "@every 1s")
-		a2, c2 := replica(t, mr, "@every 1s")
+		srv, rdb := locktest.NewRedis(t)
+		a1, c1 := replica(t, rdb, "@every 1s")
+		a2, c2 := replica(t, rdb, "@every 1s")
 		if a := a1.fireAt(t, c1, sec(2)); a.Outcome != cronlock.OutcomeRan {
 			t.Fatalf("tick :02 = %s (%v), want ran", a.Outcome, a.Err)
 		}
-		mr.FastForward(100 * time.Millisecond)
+		srv.FastForward(100 * time.Millisecond)
 		if a := a2.fireAt(t, c2, sec(2.1)); a.Outcome != cronlock.OutcomeSkippedTickDone {
 			t.Fatalf("tick :02 on the second specReplica = %s (%v), want skipped-tick-done", a.Outcome, a.Err)
 		}
 		// 200 ms ahead, the second specReplica fires for :03 while the first
 		// still keeps the marker of :02: its own previous tick.
-		mr.FastForward(700 * time.Millisecond)
+		srv.FastForward(700 * time.Millisecond)
 		if a := a2.fireAt(t, c2, sec(3)); a.Outcome != cronlock.OutcomeSkippedTickDone {
 			t.Fatalf("tick :03, 200 ms early, on the marker of :02 = %s (%v), want skipped-tick-done", a.Outcome, a.Err)
 		}

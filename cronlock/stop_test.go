@@ -20,7 +20,7 @@ import (
 func TestStopCancelsAfterGrace(t *testing.T) {
 	t.Parallel()
 	const grace = 200 * time.Millisecond
-	rdb := newMini(t)
+	srv, rdb := locktest.NewRedis(t)
 	r := newLocalReplica(t, rdb, nil, cronlock.WithClock(newFakeClock(tick0).now), cronlock.WithStopGrace(grace))
 	name := uniqueName()
 	started, cancelled := make(chan struct{}), make(chan error, 1)
@@ -32,6 +32,7 @@ func TestStopCancelsAfterGrace(t *testing.T) {
 	})
 	go fire(r.c, id)
 	<-started
+	outlive(t, srv, tickKey(name)) // its 949 ms lease could lapse before the check below
 	stopped := time.Now()
 	done := r.s.Stop()
 	cause := <-cancelled
@@ -65,7 +66,7 @@ func TestStopCancelsAfterGrace(t *testing.T) {
 // ends undisturbed, and Stop does not wait for the grace period.
 func TestStopLetsRunsFinish(t *testing.T) {
 	t.Parallel()
-	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newRedis(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
 	started := make(chan struct{})
 	var cause error
 	id := r.add(t, uniqueName(), func(ctx context.Context) error {
@@ -141,7 +142,7 @@ func TestStopKeepsAtLeastForWindowOnly(t *testing.T) {
 // returns the same context from every Stop.
 func TestStopped(t *testing.T) {
 	t.Parallel()
-	r := newLocalReplica(t, newMini(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
+	r := newLocalReplica(t, newRedis(t), nil, cronlock.WithClock(newFakeClock(tick0).now))
 	id := r.add(t, uniqueName(), nop)
 	done := r.s.Stop()
 	if again := r.s.Stop(); again != done {

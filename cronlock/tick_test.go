@@ -16,7 +16,7 @@ import (
 // whenever a replica's cron asks, where cron's own schedule counts from
 // the moment it is asked.
 func TestEveryIsAligned(t *testing.T) {
-	locker := locktest.NewClient(t, newMini(t))
+	locker := locktest.NewClient(t, newRedis(t))
 	c := cron.New()
 	s := newScheduler(t, c, locker, nil)
 	id := mustAdd(t, s, "@every 10s", uniqueName(), nop)
@@ -37,7 +37,7 @@ func TestEveryIsAligned(t *testing.T) {
 // fires at: a clock 10 min ahead fires an hourly tick 10 min early by the
 // system clock, as a replica whose clock is 10 min ahead would.
 func TestClockDrivesFiring(t *testing.T) {
-	locker := locktest.NewClient(t, newMini(t))
+	locker := locktest.NewClient(t, newRedis(t))
 	const ahead = 10 * time.Minute
 	c := cron.New()
 	s := newScheduler(t, c, locker, nil, cronlock.WithClock(func() time.Time { return time.Now().Add(ahead) }))
@@ -54,7 +54,7 @@ func TestClockDrivesFiring(t *testing.T) {
 // the latest tick at or before the clock, unless it is more than
 // hold - tolerance after it, where hold = min(4 tolerance, 7/8 period).
 func TestTickAndLateness(t *testing.T) {
-	rdb := newMini(t)
+	rdb := newRedis(t)
 	minute := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
 	const ms = time.Millisecond
 	tests := []struct {
@@ -114,7 +114,7 @@ func TestLateMarker(t *testing.T) {
 	start := time.Now()
 	clock := func() time.Time { return tick0.Add(time.Since(start)) } // runs from tick0
 	name := uniqueName()
-	locker := slowLocker{locktest.NewClient(t, newMini(t)), tickKey(name), 450 * time.Millisecond}
+	locker := slowLocker{locktest.NewClient(t, newRedis(t)), tickKey(name), 450 * time.Millisecond}
 	rec := newRecorder()
 	c := cron.New(cron.WithSeconds())
 	s := newScheduler(t, c, locker, rec, cronlock.WithClock(clock))
