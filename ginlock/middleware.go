@@ -224,7 +224,7 @@ func (m *middleware) acquire(ctx context.Context, key string) (context.Context, 
 // fail turns the request away: the chain is aborted and the failure
 // handler answers; err goes to c.Error unless the key is merely held.
 func (m *middleware) fail(c *gin.Context, err error) {
-	if !m.busy(c, err) {
+	if !m.busy(err) {
 		_ = c.Error(m.redacted(err))
 	}
 	c.Abort()
@@ -237,12 +237,19 @@ func (m *middleware) fail(c *gin.Context, err error) {
 
 // busy reports whether err says that another request holds the key (or
 // the client went away while waiting for it), rather than that Redis did
-// not answer in time.
-func (m *middleware) busy(c *gin.Context, err error) bool {
+// not answer in time. Redis told the holder's lease (or a waiter's turn)
+// when the key was held; without that, a deadline that ended the attempt,
+// the bound's or one a middleware set on the request, cut off a Redis
+// that did not answer.
+func (m *middleware) busy(err error) bool {
 	if !errors.Is(err, lock.ErrNotObtained) {
 		return false
 	}
-	return !errors.Is(err, context.DeadlineExceeded) || c.Request.Context().Err() != nil
+	var held *lock.NotObtainedError
+	if errors.As(err, &held) && (held.RemainingLease > 0 || held.Reserved) {
+		return true
+	}
+	return !errors.Is(err, context.DeadlineExceeded)
 }
 
 // redacted names the key template instead of the request's key, which
