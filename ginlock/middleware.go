@@ -65,9 +65,9 @@ import (
 // handler's context reports it); a release Redis did not confirm then
 // goes on in the Client's background until Redis answers or Close. Its
 // outcome reaches the Client's Observer (see package otellock), not
-// c.Error. A later request for the same key of the same Locker on this
-// replica waits for that release, for at most half its acquisition
-// bound, rather than being turned away by it.
+// c.Error. A later request for the same key on this replica waits for
+// that release, for at most half its acquisition bound, rather than
+// being turned away by it.
 //
 // Defaults: no wait, status 409 for a held key, the [lock.Client]'s lease.
 //
@@ -120,7 +120,6 @@ func mustMiddleware(fn string, locker lock.Locker, key string, opts []Option) *m
 		panic(err)
 	}
 	m.locker = locker
-	m.space = lockSpace(locker, m)
 	return m
 }
 
@@ -144,7 +143,6 @@ func isNil(l lock.Locker) bool {
 
 type middleware struct {
 	locker lock.Locker
-	space  any // of the lockKeys of its releases (see lockSpace)
 	tmpl   *template
 	cfg    config
 }
@@ -197,7 +195,7 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 			prev = "" // Key(c) is "" again; the key leaves c.Keys
 		}
 		c.Set(keyName, prev)
-		if err := release(held, lockKey{m.space, key}, tracked, unlock); err != nil {
+		if err := release(held, key, tracked, unlock); err != nil {
 			_ = c.Error(m.redacted(err))
 		}
 	}()
@@ -211,7 +209,7 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 // acquire takes key for a request whose context is ctx, within the
 // acquisition bound (and ctx's cancellation, deadline included).
 func (m *middleware) acquire(ctx context.Context, key string) (context.Context, lock.UnlockFunc, error) {
-	opts := awaitRelease(ctx, lockKey{m.space, key}, m.cfg.limit, m.cfg.lockOpts)
+	opts := awaitRelease(ctx, key, m.cfg.limit, m.cfg.lockOpts)
 	if _, ok := ctx.Deadline(); ok {
 		ctx = noDeadline{ctx}
 	}

@@ -3,7 +3,6 @@ package ginlock
 import (
 	"context"
 	"errors"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -21,9 +20,9 @@ import (
 // whether held reported the hold when it was taken (a Locker other than
 // a lock.Client may give contexts that do not). The outcome of the unlock
 // itself reaches the Client's Observer, not the request.
-func release(held context.Context, key lockKey, tracked bool, unlock lock.UnlockFunc) error {
+func release(held context.Context, key string, tracked bool, unlock lock.UnlockFunc) error {
 	var err error
-	if tracked && !lock.Held(held, key.key) {
+	if tracked && !lock.Held(held, key) {
 		if err = lock.ErrLost; errors.Is(context.Cause(held), lock.ErrClosed) {
 			err = lock.ErrClosed
 		}
@@ -36,42 +35,24 @@ func release(held context.Context, key lockKey, tracked bool, unlock lock.Unlock
 	return err
 }
 
-// releases are this process's releases in flight, by Locker and lock
-// key. A request for a key being released here waits for that release
-// (see awaitRelease) instead of being turned away by a hold that has
-// ended; the same key string of another Locker (another Redis) is
-// another lock, whose releases it does not wait for.
-var releases = inFlight{n: map[lockKey]int{}, idle: map[lockKey]chan struct{}{}}
-
-// A lockKey names a lock: a key of one Locker's.
-type lockKey struct {
-	space any // the Locker; the middleware for a Locker that is not comparable
-	key   string
-}
-
-// lockSpace is the space of lockKeys of middleware m using locker: the
-// Locker itself when it can key a map, else m, whose releases are then
-// the only ones its requests wait for.
-func lockSpace(locker lock.Locker, m *middleware) any {
-	if reflect.ValueOf(locker).Comparable() {
-		return locker
-	}
-	return m
-}
+// releases are this process's releases in flight, by lock key. A request
+// for a key being released here waits for that release (see
+// awaitRelease) instead of being turned away by a hold that has ended.
+var releases = inFlight{n: map[string]int{}, idle: map[string]chan struct{}{}}
 
 type inFlight struct {
 	mu   sync.Mutex
-	n    map[lockKey]int           // releases of the key in flight
-	idle map[lockKey]chan struct{} // closed when n drops to 0; made for a waiter
+	n    map[string]int           // releases of the key in flight
+	idle map[string]chan struct{} // closed when n drops to 0; made for a waiter
 }
 
-func (r *inFlight) add(key lockKey) {
+func (r *inFlight) add(key string) {
 	r.mu.Lock()
 	r.n[key]++
 	r.mu.Unlock()
 }
 
-func (r *inFlight) done(key lockKey) {
+func (r *inFlight) done(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.n[key]--; r.n[key] > 0 {
@@ -86,7 +67,7 @@ func (r *inFlight) done(key lockKey) {
 
 // wait returns a channel closed when no release of key is in flight, or
 // nil when none is.
-func (r *inFlight) wait(key lockKey) <-chan struct{} {
+func (r *inFlight) wait(key string) <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.n[key] == 0 {
@@ -106,9 +87,9 @@ func (r *inFlight) wait(key lockKey) <-chan struct{} {
 // acquisition: a request that follows another for the same key on this
 // replica is not turned away by the release that the previous answer did
 // not wait for, and the whole acquisition keeps its bound.
-func awaitRelease(ctx context.Context, key lockKey, limit time.Duration, opts []lock.LockOption) []lock.LockOption {
+func awaitRelease(ctx context.Context, key string, limit time.Duration, opts []lock.LockOption) []lock.LockOption {
 	idle := releases.wait(key)
-	if idle == nil || lock.Held(ctx, key.key) {
+	if idle == nil || lock.Held(ctx, key) {
 		return opts
 	}
 	start := time.Now()
