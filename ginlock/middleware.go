@@ -93,7 +93,10 @@ func New(locker lock.Locker, key string, opts ...Option) gin.HandlerFunc {
 //
 // and not ginlock.Wrap(locker, key, timeout(pay)), which detaches pay from
 // the lock again. Handlers after the returned one in the chain, and those
-// h runs with c.Next, run after and under the lock respectively.
+// h runs with c.Next, run after and under the lock respectively. Inside
+// a New of the same key (a route group's), Wrap re-enters that hold,
+// which then ends when both New's chain and h have returned, also when h
+// runs detached from New's chain.
 //
 // Wrap panics, as New does, on invalid arguments, and when h is nil.
 func Wrap(locker lock.Locker, key string, h gin.HandlerFunc, opts ...Option) gin.HandlerFunc {
@@ -173,7 +176,16 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 		m.fail(c, err)
 		return
 	}
-	held, unlock, err := m.acquire(c.Request.Context(), key)
+	outer := c.Request.Context()
+	if h != nil {
+		// A Wrap re-entering the hold of an outer middleware of the
+		// request keeps that hold until h returns, also when h runs
+		// detached from the outer middleware's chain.
+		if in := enclosing(outer, key); in != nil && lock.Held(outer, key) && in.enter() {
+			defer in.exit()
+		}
+	}
+	held, unlock, err := m.acquire(outer, key)
 	if err != nil {
 		m.fail(c, err)
 		return
@@ -182,22 +194,25 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 	// The handler's context ends before the release is sent, so that a
 	// handler detached from the chain learns it before anyone else can
 	// take the key.
-	outer := c.Request.Context()
 	lctx, end := context.WithCancelCause(held)
-	hctx := handlerContext(lctx, outer)
+	inner := &wraps{}
+	hctx := handlerContext(context.WithValue(lctx, wrapsKey{key}, inner), outer)
 	prev, had := c.Get(keyName)
 	c.Set(keyName, key)
 	c.Request = c.Request.WithContext(hctx)
 	defer func() {
-		end(errChainReturned)
 		c.Request = restore(outer, hctx, c.Request)
 		if !had {
 			prev = "" // Key(c) is "" again; the key leaves c.Keys
 		}
 		c.Set(keyName, prev)
-		if err := release(held, key, tracked, unlock); err != nil {
+		if err := holdEnded(held, key, tracked); err != nil {
 			_ = c.Error(m.redacted(err))
 		}
+		inner.afterChain(func() {
+			end(errChainReturned)
+			release(key, unlock)
+		})
 	}()
 	if h == nil {
 		c.Next()
