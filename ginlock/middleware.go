@@ -168,6 +168,12 @@ func newMiddleware(key string, opts []Option) (*middleware, error) {
 // that went away.
 var errChainReturned = fmt.Errorf("ginlock: the handler chain returned and released the lock: %w", lock.ErrNotHeld)
 
+// errOuterEnded turns a Wrap away when the request's chain in which an
+// outer middleware holds the same key has returned before h started (a
+// timeout answered first): that hold is being released. It counts as a
+// held key (409), and the request has had its answer anyway.
+var errOuterEnded = fmt.Errorf("ginlock: the request's hold on the key ended before the wrapped handler started: %w", lock.ErrNotObtained)
+
 // serve runs h, or the rest of the chain when h is nil, holding the
 // request's lock.
 func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
@@ -181,7 +187,13 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 		// A Wrap re-entering the hold of an outer middleware of the
 		// request keeps that hold until h returns, also when h runs
 		// detached from the outer middleware's chain.
-		if in := enclosing(outer, key); in != nil && lock.Held(outer, key) && in.enter() {
+		if in := enclosing(outer, key); in != nil && lock.Held(outer, key) {
+			if !in.enter() {
+				// The outer chain returned and its hold is being
+				// released: re-entering it would run h without the key.
+				m.fail(c, errOuterEnded)
+				return
+			}
 			defer in.exit()
 		}
 	}
