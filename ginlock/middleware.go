@@ -183,20 +183,25 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 		return
 	}
 	outer := c.Request.Context()
-	if h != nil {
-		// A Wrap re-entering the hold of an outer middleware of the
-		// request keeps that hold until h returns, also when h runs
-		// detached from the outer middleware's chain.
-		if in := enclosing(outer, key); in != nil && lock.Held(outer, key) {
-			if !in.enter() {
-				// The outer chain returned and its hold is being
-				// released: re-entering it would run h without the key.
-				m.fail(c, errOuterEnded)
-				return
-			}
-			defer in.exit()
+	// A Wrap re-entering the hold of an outer middleware of the request
+	// keeps that hold until its own hold ends (h and the Wraps inside h
+	// have returned), also when h runs detached from the outer chain.
+	exitOuter := func() {}
+	if in := enclosing(outer, key); h != nil && in != nil && lock.Held(outer, key) {
+		if !in.enter() {
+			// The outer chain returned and its hold is being released:
+			// re-entering it would run h without the key.
+			m.fail(c, errOuterEnded)
+			return
 		}
+		exitOuter = in.exit
 	}
+	handedOver := false // exitOuter then runs when this hold ends
+	defer func() {
+		if !handedOver {
+			exitOuter()
+		}
+	}()
 	held, unlock, err := m.acquire(outer, key)
 	if err != nil {
 		m.fail(c, err)
@@ -221,9 +226,11 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 		if err := holdEnded(held, key, tracked); err != nil {
 			_ = c.Error(m.redacted(err))
 		}
+		handedOver = true
 		inner.afterChain(func() {
 			end(errChainReturned)
 			release(key, unlock)
+			exitOuter()
 		})
 	}()
 	if h == nil {
