@@ -14,7 +14,9 @@ import (
 
 // No goroutine of the middleware outlives the lock Client's Close, also
 // when releases are stuck on a stalled Redis as Close is called: once
-// Close has returned, no background release of a request is left.
+// Close has returned, no background release of a request is left. (The
+// release's unlock keeps its own 1 s bound on a single node, which Close
+// does not cut; Close may return at its 800 ms deadline before it.)
 func TestNoReleaseOutlivesCloseOnStalledRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
