@@ -187,7 +187,7 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 	// keeps that hold until its own hold ends (h and the Wraps inside h
 	// have returned), also when h runs detached from the outer chain.
 	exitOuter := func() {}
-	if in := enclosing(outer, key); h != nil && in != nil && lock.Held(outer, key) {
+	if in := enclosing(outer, m.locker, key); h != nil && in != nil && lock.Held(outer, key) {
 		if !in.enter() {
 			// The outer chain returned and its hold is being released:
 			// re-entering it would run h without the key.
@@ -212,7 +212,7 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 	// handler detached from the chain learns it before anyone else can
 	// take the key.
 	lctx, end := context.WithCancelCause(held)
-	inner := &wraps{}
+	inner := &wraps{locker: m.locker}
 	hctx := handlerContext(context.WithValue(lctx, wrapsKey{key}, inner), outer)
 	prev, had := c.Get(keyName)
 	c.Set(keyName, key)
