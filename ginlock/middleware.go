@@ -93,7 +93,10 @@ func New(locker lock.Locker, key string, opts ...Option) gin.HandlerFunc {
 //
 // and not ginlock.Wrap(locker, key, timeout(pay)), which detaches pay from
 // the lock again. Handlers after the returned one in the chain, and those
-// h runs with c.Next, run after and under the lock respectively.
+// h runs with c.Next, run after and under the lock respectively. Inside
+// a New of the same key (a route group's), Wrap re-enters that hold,
+// which then ends when both New's chain and h have returned, also when h
+// runs detached from New's chain.
 //
 // Wrap panics, as New does, on invalid arguments, and when h is nil.
 func Wrap(locker lock.Locker, key string, h gin.HandlerFunc, opts ...Option) gin.HandlerFunc {
@@ -165,6 +168,12 @@ func newMiddleware(key string, opts []Option) (*middleware, error) {
 // that went away.
 var errChainReturned = fmt.Errorf("ginlock: the handler chain returned and released the lock: %w", lock.ErrNotHeld)
 
+// errOuterEnded turns a Wrap away when the request's chain in which an
+// outer middleware holds the same key has returned before h started (a
+// timeout answered first): that hold is being released. It counts as a
+// held key (409), and the request has had its answer anyway.
+var errOuterEnded = fmt.Errorf("ginlock: the request's hold on the key ended before the wrapped handler started: %w", lock.ErrNotObtained)
+
 // serve runs h, or the rest of the chain when h is nil, holding the
 // request's lock.
 func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
@@ -173,7 +182,27 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 		m.fail(c, err)
 		return
 	}
-	held, unlock, err := m.acquire(c.Request.Context(), key)
+	outer := c.Request.Context()
+	// A Wrap re-entering the hold of an outer middleware of the request
+	// keeps that hold until its own hold ends (h and the Wraps inside h
+	// have returned), also when h runs detached from the outer chain.
+	exitOuter := func() {}
+	if in := enclosing(outer, m.locker, key); h != nil && in != nil && lock.Held(outer, key) {
+		if !in.enter() {
+			// The outer chain returned and its hold is being released:
+			// re-entering it would run h without the key.
+			m.fail(c, errOuterEnded)
+			return
+		}
+		exitOuter = in.exit
+	}
+	handedOver := false // exitOuter then runs when this hold ends
+	defer func() {
+		if !handedOver {
+			exitOuter()
+		}
+	}()
+	held, unlock, err := m.acquire(outer, key)
 	if err != nil {
 		m.fail(c, err)
 		return
@@ -182,22 +211,27 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 	// The handler's context ends before the release is sent, so that a
 	// handler detached from the chain learns it before anyone else can
 	// take the key.
-	outer := c.Request.Context()
 	lctx, end := context.WithCancelCause(held)
-	hctx := handlerContext(lctx, outer)
+	inner := &wraps{locker: m.locker}
+	hctx := handlerContext(context.WithValue(lctx, wrapsKey{key}, inner), outer)
 	prev, had := c.Get(keyName)
 	c.Set(keyName, key)
 	c.Request = c.Request.WithContext(hctx)
 	defer func() {
-		end(errChainReturned)
 		c.Request = restore(outer, hctx, c.Request)
 		if !had {
 			prev = "" // Key(c) is "" again; the key leaves c.Keys
 		}
 		c.Set(keyName, prev)
-		if err := release(held, key, tracked, unlock); err != nil {
+		if err := holdEnded(held, key, tracked); err != nil {
 			_ = c.Error(m.redacted(err))
 		}
+		handedOver = true
+		inner.afterChain(func() {
+			end(errChainReturned)
+			release(key, unlock)
+			exitOuter()
+		})
 	}()
 	if h == nil {
 		c.Next()
@@ -222,7 +256,7 @@ func (m *middleware) acquire(ctx context.Context, key string) (context.Context, 
 // fail turns the request away: the chain is aborted and the failure
 // handler answers; err goes to c.Error unless the key is merely held.
 func (m *middleware) fail(c *gin.Context, err error) {
-	if !m.busy(c, err) {
+	if !m.busy(err) {
 		_ = c.Error(m.redacted(err))
 	}
 	c.Abort()
@@ -235,12 +269,19 @@ func (m *middleware) fail(c *gin.Context, err error) {
 
 // busy reports whether err says that another request holds the key (or
 // the client went away while waiting for it), rather than that Redis did
-// not answer in time.
-func (m *middleware) busy(c *gin.Context, err error) bool {
+// not answer in time. Redis told the holder's lease (or a waiter's turn)
+// when the key was held; without that, a deadline that ended the attempt,
+// the bound's or one a middleware set on the request, cut off a Redis
+// that did not answer.
+func (m *middleware) busy(err error) bool {
 	if !errors.Is(err, lock.ErrNotObtained) {
 		return false
 	}
-	return !errors.Is(err, context.DeadlineExceeded) || c.Request.Context().Err() != nil
+	var held *lock.NotObtainedError
+	if errors.As(err, &held) && (held.RemainingLease > 0 || held.Reserved) {
+		return true
+	}
+	return !errors.Is(err, context.DeadlineExceeded)
 }
 
 // redacted names the key template instead of the request's key, which

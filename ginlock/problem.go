@@ -28,7 +28,7 @@ func (m *middleware) answer(c *gin.Context, err error) {
 	switch {
 	case errors.As(err, &missing):
 		writeProblem(c, http.StatusBadRequest, missing.what+" is missing or empty")
-	case m.busy(c, err):
+	case m.busy(err):
 		secs := retryAfter(m.cfg.retryAfter)
 		var held *lock.NotObtainedError
 		if errors.As(err, &held) && held.RemainingLease > 0 {

@@ -10,29 +10,32 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
+// holdEnded returns the error of a hold on key, held, that ended before
+// the chain returned (the lease lost, the Client closed), else nil;
+// tracked says whether held reported the hold when it was taken (a
+// Locker other than a lock.Client may give contexts that do not).
+func holdEnded(held context.Context, key string, tracked bool) error {
+	if !tracked || lock.Held(held, key) {
+		return nil
+	}
+	if errors.Is(context.Cause(held), lock.ErrClosed) {
+		return lock.ErrClosed
+	}
+	return lock.ErrLost
+}
+
 // release ends the request's hold on key once the chain has returned,
 // without holding back the answer: the unlock, a Redis round trip, runs
 // on a goroutine of its own, which the lock Client's unlock bounds (1 s
 // on a stalled Redis; an unconfirmed release then goes on in the
-// Client's background and ends at Close). It returns at once, with what
-// is already known: the error of a hold that ended before the chain
-// returned (the lease lost, the Client closed), else nil; tracked says
-// whether held reported the hold when it was taken (a Locker other than
-// a lock.Client may give contexts that do not). The outcome of the unlock
-// itself reaches the Client's Observer, not the request.
-func release(held context.Context, key string, tracked bool, unlock lock.UnlockFunc) error {
-	var err error
-	if tracked && !lock.Held(held, key) {
-		if err = lock.ErrLost; errors.Is(context.Cause(held), lock.ErrClosed) {
-			err = lock.ErrClosed
-		}
-	}
+// Client's background and ends at Close). The outcome of the unlock
+// reaches the Client's Observer, not the request.
+func release(key string, unlock lock.UnlockFunc) {
 	releases.add(key)
 	go func() {
 		defer releases.done(key)
 		_ = unlock()
 	}()
-	return err
 }
 
 // releases are this process's releases in flight, by lock key. A request
