@@ -13,10 +13,9 @@ import (
 )
 
 // On a stalled Redis, a request that follows an answered one for the same
-// key waits for the release in flight and then tries the stalled Redis:
-// the two together stay within its acquisition bound (1 s by default, or
-// WithWait), so it gets its 503 in about the bound.
-func TestReleaseWaitPlusAcquisitionWithinBound(t *testing.T) {
+// key, whose release is still in flight, gets its 503 within its
+// acquisition bound (1 s by default, or WithWait).
+func TestStalledAcquisitionAfterAnsweredRequestWithinBound(t *testing.T) {
 	srv := redistest.Start(t)
 	locker := locktest.NewClient(t, srv.Client(t))
 	const bound = time.Second

@@ -14,8 +14,7 @@ import (
 
 // Two lock Clients on two Redis servers are two lock spaces: a release in
 // flight on one (stalled) Redis does not hold back a request for the same
-// key string on the other Client, whose Redis answers at once. The
-// releases a request waits for are those of its own Locker.
+// key string on the other Client, whose Redis answers at once.
 func TestReleaseWaitIsolatedBetweenClients(t *testing.T) {
 	srvA, srvB := redistest.Start(t), redistest.Start(t)
 	lockerA := locktest.NewClient(t, srvA.Client(t))

@@ -18,9 +18,11 @@
 // it is taken until pay returns or panics, renewed for as long as that
 // takes, also after the client went away (so a payment that is finished
 // deliberately is never run twice by the client's retry). The release is
-// sent in the background as pay returns, so the answer never waits for
-// Redis; the next request for the order on this replica waits for that
-// release instead of getting 409.
+// sent as pay returns, and the answer waits for it 100 ms at most: on a
+// Redis that answers, the order is free before the client reads its
+// answer, so its next request, to any replica, is not turned away; on a
+// stalled Redis the answer is not held back longer, and the release goes
+// on in the background.
 //
 // # Key templates
 //

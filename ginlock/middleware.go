@@ -57,17 +57,17 @@ import (
 // with the key template in their text, never the request's key (the
 // error they wrap, reached with [errors.Unwrap], has it).
 //
-// The release is sent when the chain returns, on a goroutine of its own:
-// the answer does not wait for Redis (a stalled Redis would hold it back
-// by the unlock's bound). The lock Client bounds that goroutine as any
-// unlock, by its release timeout (1 s), also when a middleware set a
-// longer deadline on the request (the lock is taken without it, and the
-// handler's context reports it); a release Redis did not confirm then
-// goes on in the Client's background until Redis answers or Close. Its
-// outcome reaches the Client's Observer (see package otellock), not
-// c.Error. A later request for the same key on this replica waits for
-// that release, for at most half its acquisition bound, rather than
-// being turned away by it.
+// The release is sent when the chain returns, on a goroutine of its own,
+// and the answer waits for it 100 ms at most: on a Redis that answers,
+// the key is free before the client reads the answer, so the client's
+// next request, to any replica, is not turned away by this one; a stalled
+// Redis holds the answer back no longer (not by the unlock's 1 s bound).
+// The lock Client bounds that goroutine as any unlock, by its release
+// timeout (1 s), also when a middleware set a longer deadline on the
+// request (the lock is taken without it, and the handler's context
+// reports it); a release Redis did not confirm then goes on in the
+// Client's background until Redis answers or Close. Its outcome reaches
+// the Client's Observer (see package otellock), not c.Error.
 //
 // Defaults: no wait, status 409 for a held key, the [lock.Client]'s lease.
 //
@@ -229,7 +229,7 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 		handedOver = true
 		inner.afterChain(func() {
 			end(errChainReturned)
-			release(key, unlock)
+			release(unlock)
 			exitOuter()
 		})
 	}()
@@ -243,14 +243,13 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 // acquire takes key for a request whose context is ctx, within the
 // acquisition bound (and ctx's cancellation, deadline included).
 func (m *middleware) acquire(ctx context.Context, key string) (context.Context, lock.UnlockFunc, error) {
-	opts := awaitRelease(ctx, key, m.cfg.limit, m.cfg.lockOpts)
 	if _, ok := ctx.Deadline(); ok {
 		ctx = noDeadline{ctx}
 	}
 	if m.cfg.waitSet {
-		return m.locker.Lock(ctx, key, opts...)
+		return m.locker.Lock(ctx, key, m.cfg.lockOpts...)
 	}
-	return m.locker.TryLock(ctx, key, opts...)
+	return m.locker.TryLock(ctx, key, m.cfg.lockOpts...)
 }
 
 // fail turns the request away: the chain is aborted and the failure
