@@ -385,7 +385,7 @@ func (l *level) unlock() error {
 	unlocked := l.unlocked
 	h.mu.Unlock()
 	if unlocked {
-		return ErrNotHeld
+		return l.notHeld()
 	}
 	ctx, cancel := unlockContext(l.ctx)
 	defer cancel()
@@ -396,7 +396,7 @@ func (l *level) unlock() error {
 	h.mu.Lock()
 	if l.unlocked {
 		h.mu.Unlock()
-		return ErrNotHeld
+		return l.notHeld()
 	}
 	ended := h.endLevelsLocked(l, make([]*level, 0, 1))
 	n := len(h.levels)
@@ -444,6 +444,17 @@ func (l *level) unlock() error {
 		l.cancel(errUnlocked)
 	}
 	return err
+}
+
+// notHeld is the error of an unlock of l, which is unlocked already,
+// maybe by an unlock still under way (a second call of its UnlockFunc, or
+// the unlock of a level it was entered through): it returns once l's
+// context is cancelled, which that unlock does when it returns, bounded
+// as it is (see unlockContext), so that after any UnlockFunc returned the
+// level's context is done, with a cause matching ErrNotHeld or ErrLost.
+func (l *level) notHeld() error {
+	<-l.held.Done()
+	return ErrNotHeld
 }
 
 // endLevelsLocked marks l and the levels entered through it unlocked,
@@ -568,7 +579,7 @@ func (l *level) abandon(ctx context.Context) error {
 	h.mu.Lock()
 	if l.unlocked {
 		h.mu.Unlock()
-		return ErrNotHeld
+		return l.notHeld()
 	}
 	ended := h.endLevelsLocked(l, make([]*level, 0, 1))
 	last := len(h.levels) == 0
