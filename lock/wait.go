@@ -37,8 +37,8 @@ type waiters struct {
 	closed bool
 
 	// Slow pub/sub (see slowMessage): Redis's clock less this process's,
-	// in ms, as the last attempt of a waiter saw it (an upper bound: Redis
-	// ran the attempt after it was sent), and until when hand-offs are
+	// in ms, as the last attempt of a waiter saw it (a lower bound: Redis
+	// ran the attempt before its reply came), and until when hand-offs are
 	// checked by command.
 	offset    int64
 	offsetSet bool
