@@ -8,7 +8,9 @@
 -- ARGV[5]  mode: 0 one attempt; 1 the caller waits: a failed attempt
 --          joins the queue; 2 a confirmation, which never takes the lock;
 --          3 a check, which never takes the lock either but drops waiters
---          that missed their turn (see the queue part); 4 a watch: the
+--          that missed their turn (see the queue part) and returns {0, ms
+--          until the first waiter's turn or place ends}, 0 when the lock
+--          is held or nobody waits; 4 a watch: the
 --          caller, a Client that closes, will not check a hand-off it made,
 --          so every Client with a queued waiter is told to (see watch)
 -- ARGV[6]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
@@ -78,6 +80,9 @@ if count > 0 then
   if only_mine then
     return {-1, 0}
   end
+  if check then
+    return {0, 0} -- taken: nothing left to check
+  end
   local pttl = redis.call('PTTL', KEYS[1])
   if waits then
     local now = now_ms()
@@ -95,7 +100,8 @@ if queued then
   local now = now_ms()
   local o, d = next_turn(now, claim, ARGV[6], ARGV[1])
   if check then
-    return {0, 0}
+    -- o's turn or place is still on: check again when it ends.
+    return {0, o and math.max(d - now, 0) or 0}
   end
   local open = redis.call('HMGET', KEYS[1], 'open', 'open_until')
   local from = tonumber(open[1] or '0')

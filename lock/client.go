@@ -27,7 +27,9 @@ type Locker interface {
 // without the caller's cancellation, bounded by a timeout of its own.
 //
 // It returns nil when Redis confirmed the release, [ErrNotHeld] when it was
-// already called (Redis is not touched again), [ErrLost] when the lease had
+// already called (Redis is not touched again; while that call, or the
+// unlock of a level this one was entered through, is still under way, it
+// returns when that one does), [ErrLost] when the lease had
 // been lost before, [ErrClosed] when [Client.Close] ended the hold (also
 // while this unlock's release was on its way), or the Redis error (the
 // lease then lapses by itself).

@@ -103,6 +103,7 @@ type attemptResult struct {
 	sent      time.Time     // when the command was sent (ok: a moment before Redis set the TTL)
 	ttl       time.Duration // ok: the TTL Redis set, the lease or the claim window of a hand-off
 	redisAt   int64         // !ok, queued: Redis's time (ms) when it ran the attempt; 0 if unknown
+	answered  time.Time     // !ok, queued: when its reply came (Redis ran it between sent and this)
 	handed    bool          // ok by a hand-off the holder has yet to confirm
 	position  int           // !ok, queued: place in the wait queue when it joined it, 1 first
 }
@@ -176,6 +177,7 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 		}
 		return v, err
 	}, func(v []int64) bool { return v[0] == 1 })
+	answered := time.Now()
 	var v votes
 	var token uint64
 	var heldFor []time.Duration
@@ -215,7 +217,7 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	if len(v.errs) > 0 && len(heldFor)+v.yes < c.quorum {
 		return attemptResult{}, fmt.Errorf("lock: acquire %q: %w", h.key, c.failure(v))
 	}
-	return attemptResult{remaining: c.retryDelay(heldFor, c.cfg.nodeTimeoutFor(h.lease)), reserved: reserved, sent: sent, redisAt: redisAt, position: position}, nil
+	return attemptResult{remaining: c.retryDelay(heldFor, c.cfg.nodeTimeoutFor(h.lease)), reserved: reserved, sent: sent, redisAt: redisAt, answered: answered, position: position}, nil
 }
 
 // lateGrant releases the key on nd, which just gave it to h's owner, when
@@ -385,7 +387,7 @@ func (l *level) unlock() error {
 	unlocked := l.unlocked
 	h.mu.Unlock()
 	if unlocked {
-		return ErrNotHeld
+		return l.notHeld()
 	}
 	ctx, cancel := unlockContext(l.ctx)
 	defer cancel()
@@ -396,7 +398,7 @@ func (l *level) unlock() error {
 	h.mu.Lock()
 	if l.unlocked {
 		h.mu.Unlock()
-		return ErrNotHeld
+		return l.notHeld()
 	}
 	ended := h.endLevelsLocked(l, make([]*level, 0, 1))
 	n := len(h.levels)
@@ -444,6 +446,17 @@ func (l *level) unlock() error {
 		l.cancel(errUnlocked)
 	}
 	return err
+}
+
+// notHeld is the error of an unlock of l, which is unlocked already,
+// maybe by an unlock still under way (a second call of its UnlockFunc, or
+// the unlock of a level it was entered through): it returns once l's
+// context is cancelled, which that unlock does when it returns, bounded
+// as it is (see unlockContext), so that after any UnlockFunc returned the
+// level's context is done, with a cause matching ErrNotHeld or ErrLost.
+func (l *level) notHeld() error {
+	<-l.held.Done()
+	return ErrNotHeld
 }
 
 // endLevelsLocked marks l and the levels entered through it unlocked,
@@ -568,7 +581,7 @@ func (l *level) abandon(ctx context.Context) error {
 	h.mu.Lock()
 	if l.unlocked {
 		h.mu.Unlock()
-		return ErrNotHeld
+		return l.notHeld()
 	}
 	ended := h.endLevelsLocked(l, make([]*level, 0, 1))
 	last := len(h.levels) == 0

@@ -17,14 +17,19 @@ const (
 	slowFor     = 10 * claimWindow
 )
 
-// sawClock notes the clock offset an attempt's reply showed.
+// sawClock notes the clock offset an attempt's reply showed, counted
+// from when the reply came: Redis ran the attempt before that, so the
+// offset is a lower bound, and a message never counts as later than it
+// was. Counted from when the attempt was sent, a Redis that stalled with
+// the attempt on its way (or a slow command connection) made every later
+// message, delivered at once, count as late by the stall.
 func (w *waiters) sawClock(res attemptResult) {
 	if res.redisAt == 0 {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.offset, w.offsetSet = res.redisAt-res.sent.UnixMilli(), true
+	w.offset, w.offsetSet = res.redisAt-res.answered.UnixMilli(), true
 }
 
 // retryIn is when me, q's waiter, tries again without a message: when its

@@ -22,8 +22,10 @@ const healthCheck = 5 * time.Second
 // window. A hand-off whose message such a connection swallowed keeps the
 // waiter's place for half a window more than the window (see hand_off in
 // queue.lua); the ping goes unanswered for lateAfter, and every waiter of
-// the Client tries again, so the waiter obtains the key it was handed
-// within busyCheck + lateAfter of the last thing the connection delivered.
+// the Client tries again, then every recheckEvery until the connection
+// answers or is replaced, so the waiter obtains the key it was handed
+// within busyCheck + lateAfter of the last thing the connection delivered,
+// or within recheckEvery of a hand-off told later.
 // The cost: one PING per claim window per silent connection with waiters,
 // whatever their number (one connection per Client; on Redis Cluster one
 // per waited-for key), none while messages come.
@@ -35,6 +37,14 @@ const busyCheck = claimWindow
 // leaves room for a loaded machine, and for the waiters' attempts within
 // the extra half window a hand-off keeps their place.
 const lateAfter = claimWindow / 4
+
+// recheckEvery is how often every waiter of the Client tries again while
+// a health-check PING stays unanswered, after the first try at lateAfter:
+// a hand-off told meanwhile is lost or late too, and the key handed over
+// is kept for its waiter for a window (its place for a window and a
+// half), so tries half a window apart find it in time, until the
+// connection answers or is replaced.
+const recheckEvery = claimWindow / 2
 
 // pingTimeout bounds a health-check PING and the wait for its answer; a
 // connection that does not answer in time is replaced (and its waiters
@@ -194,8 +204,9 @@ func (w *waiters) listen(ps *redis.PubSub, busy func() bool) {
 
 // probe pings a silent subscription and waits up to pingTimeout for
 // anything to arrive, which it dispatches. When nothing has come after
-// lateAfter, every waiter of the Client tries once (see
-// waiters.recheck): a message may have been lost or be late. When nothing
+// lateAfter, every waiter of the Client tries (see waiters.recheck), and
+// again every recheckEvery while nothing comes: a message may have been
+// lost or be late. When nothing
 // comes at all (a half-open connection: the PING went into a socket whose
 // peer, or a NAT on the way, is gone), the read that gave up counts as a
 // broken connection for go-redis (a read without an allowance for
@@ -210,9 +221,13 @@ func (w *waiters) probe(ps *redis.PubSub) bool {
 		return false // go-redis reconnects after a failed write
 	}
 	msg, err := ps.ReceiveTimeout(ctx, lateAfter) // a timeout here keeps the connection
-	if isTimeout(err) && ctx.Err() == nil {
+	for isTimeout(err) && ctx.Err() == nil {
 		w.recheck()
-		msg, err = ps.Receive(ctx)
+		if d, _ := ctx.Deadline(); time.Until(d) <= recheckEvery+lateAfter {
+			msg, err = ps.Receive(ctx) // the last read: one that gives up replaces the connection
+			break
+		}
+		msg, err = ps.ReceiveTimeout(ctx, recheckEvery)
 	}
 	if err != nil {
 		return false

@@ -37,8 +37,8 @@ type waiters struct {
 	closed bool
 
 	// Slow pub/sub (see slowMessage): Redis's clock less this process's,
-	// in ms, as the last attempt of a waiter saw it (an upper bound: Redis
-	// ran the attempt after it was sent), and until when hand-offs are
+	// in ms, as the last attempt of a waiter saw it (a lower bound: Redis
+	// ran the attempt before its reply came), and until when hand-offs are
 	// checked by command.
 	offset    int64
 	offsetSet bool
@@ -440,26 +440,44 @@ func (c *Client) waitChannel(rk redisKeys) string {
 	return rk.channel + ":" + c.id
 }
 
-// checkLater has h's key checked once, just after the claim window, with
+// checkLater has h's key checked just after the claim window, with
 // acquire.lua's check mode: h's release handed it to another Client's
 // waiter, whose process may be dead. Every other Client learns of no
 // hand-off but its own, so only this one, alive at the release, is sure to
 // notice one that was never confirmed; the check then gives the next
-// waiter its turn. One check at a time per key.
+// waiter its turn. A receiver whose Client took the message keeps its
+// place half a window longer (see hand_off in queue.lua), and a turn the
+// check started may be missed too: while the first waiter's turn or place
+// is still on, the key is checked again when it ends (see checkIn). One
+// check at a time per key.
 func (w *waiters) checkLater(h *hold) {
+	w.checkIn(h.rk, h.leaseArg, claimWindow+checkMargin)
+}
+
+// checkMargin is how long after a turn or place ends a check runs.
+const checkMargin = 5 * time.Millisecond
+
+// checkIn has rk's key checked in d, and again while the check finds a
+// waiter's turn or place that ends within a window and a half (a hand-off
+// or a turn; not a waiter queued behind a held lease).
+func (w *waiters) checkIn(rk redisKeys, lease any, d time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || w.checks[h.rk.lock] != nil {
+	if w.closed || w.checks[rk.lock] != nil {
 		return
 	}
-	pc := &pendingCheck{rk: h.rk, lease: h.leaseArg}
-	pc.timer = time.AfterFunc(claimWindow+5*time.Millisecond, func() {
+	pc := &pendingCheck{rk: rk, lease: lease}
+	pc.timer = time.AfterFunc(d, func() {
 		w.mu.Lock()
 		delete(w.checks, pc.rk.lock)
 		w.mu.Unlock()
-		w.c.tasks.run(func() { w.c.check(pc.rk, pc.lease) })
+		w.c.tasks.run(func() {
+			if again := w.c.check(pc.rk, pc.lease); again > 0 && again <= claimWindow+claimWindow/2 {
+				w.checkIn(pc.rk, pc.lease, again+checkMargin)
+			}
+		})
 	})
-	w.checks[pc.rk.lock] = pc
+	w.checks[rk.lock] = pc
 }
 
 // A pendingCheck is a check after a hand-off that is not due yet.
@@ -470,12 +488,18 @@ type pendingCheck struct {
 }
 
 // check runs acquire.lua's check mode on rk's key, bounded by
-// cleanupTimeout. A failure is left alone: the waiters' own timers remain.
-func (c *Client) check(rk redisKeys, lease any) {
+// cleanupTimeout, and returns when the first waiter's turn or place ends
+// (0: the key is held, nobody waits, or Redis did not answer: the
+// waiters' own timers remain).
+func (c *Client) check(rk redisKeys, lease any) time.Duration {
 	ctx, cancel := context.WithTimeout(c.life, cleanupTimeout)
 	defer cancel()
 	nd := c.nodes[0]
-	_ = nd.run(ctx, acquireScript, rk, c.newOwner(false), lease, 1, c.claimArg, checkMode, nd.publish).Err()
+	v, err := nd.run(ctx, acquireScript, rk, c.newOwner(false), lease, 1, c.claimArg, checkMode, nd.publish).Int64Slice()
+	if err != nil || len(v) < 2 {
+		return 0
+	}
+	return time.Duration(v[1]) * time.Millisecond
 }
 
 // handOverChecks has every Client with a queued waiter of the keys of
