@@ -31,8 +31,9 @@ type Locker interface {
 // unlock of a level this one was entered through, is still under way, it
 // returns when that one does), [ErrLost] when the lease had
 // been lost before, [ErrClosed] when [Client.Close] ended the hold (also
-// while this unlock's release was on its way), or the Redis error (the
-// lease then lapses by itself).
+// while this unlock's release was on its way: Close cuts an unlock still
+// waiting for Redis, and what the release owes Redis goes on in the
+// background), or the Redis error (the lease then lapses by itself).
 // Afterwards the level's lock context is cancelled with a cause that
 // matches [ErrNotHeld] ([ErrLost] if the lease was lost first), never plain
 // [context.Canceled], which means the caller's own context ended while the

@@ -57,3 +57,44 @@ func TestUnlockRacingCloseIsErrClosed(t *testing.T) {
 		t.Errorf("%d of %d inner unlocks racing Close returned ErrLost, want ErrClosed", lost, rounds)
 	}
 }
+
+// Close cuts an unlock that waits for a stalled Redis: the unlock returns
+// ErrClosed as Close starts, not at its own 1 s bound, so no caller's
+// goroutine is left waiting on Redis after Close returns.
+func TestCloseCutsUnlockWaitingForRedis(t *testing.T) {
+	srv, rdb := newReal(t)
+	c, err := lock.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, unlock := locktest.MustLock(t, c, context.Background(), "k")
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	type result struct {
+		err error
+		at  time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		err := unlock()
+		done <- result{err, time.Now()}
+	}()
+	time.Sleep(100 * time.Millisecond) // the release is on its way to the stalled Redis
+	start := time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed := time.Now()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the unlock did not return")
+	}
+	if !errors.Is(r.err, lock.ErrClosed) {
+		t.Errorf("unlock cut by Close = %v, want ErrClosed", r.err)
+	}
+	if r.at.After(closed) {
+		t.Errorf("unlock returned %v after Close returned (Close took %v), want before", r.at.Sub(closed), closed.Sub(start))
+	}
+}

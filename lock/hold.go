@@ -391,6 +391,10 @@ func (l *level) unlock() error {
 	}
 	ctx, cancel := unlockContext(l.ctx)
 	defer cancel()
+	// Close cuts an unlock still waiting for Redis: it returns ErrClosed,
+	// and what the release still owes Redis goes on as Close's cleanups
+	// do, so no caller's goroutine waits on Redis after Close.
+	defer context.AfterFunc(h.c.life, cancel)()
 	if !h.lockOps(ctx) {
 		return l.abandon(ctx)
 	}
@@ -561,6 +565,9 @@ func (h *hold) unlockRelease(ctx context.Context, n int) error {
 		h.c.jan.abandon(h, true, 0) // not confirmed: the janitor tries until Redis answers
 	}
 	if err != nil && err != ErrLost && ctx.Err() != nil {
+		if h.c.isClosed() {
+			return ErrClosed
+		}
 		return h.notConfirmed(ctx)
 	}
 	return err
@@ -586,6 +593,9 @@ func (l *level) abandon(ctx context.Context) error {
 	ended := h.endLevelsLocked(l, make([]*level, 0, 1))
 	last := len(h.levels) == 0
 	err := h.notConfirmed(ctx)
+	if h.c.isClosed() {
+		err = ErrClosed // Close cut the unlock (see unlock)
+	}
 	if h.end == nil {
 		for _, x := range ended {
 			h.c.reportRelease(x, err)
