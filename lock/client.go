@@ -35,7 +35,8 @@ type Locker interface {
 // waiting for Redis, and what the release owes Redis goes on in the
 // background), or the Redis error (the lease then lapses by itself).
 // Afterwards the level's lock context is cancelled with a cause that
-// matches [ErrNotHeld] ([ErrLost] if the lease was lost first), never plain
+// matches [ErrNotHeld] ([ErrLost] if the lease was lost first, [ErrClosed]
+// if Close ended the hold or cut the unlock), never plain
 // [context.Canceled], which means the caller's own context ended while the
 // lock was still held. Check [context.Cause] to tell the two apart.
 type UnlockFunc func() error

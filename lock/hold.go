@@ -444,9 +444,10 @@ func (l *level) unlock() error {
 	for _, x := range ended[1:] {
 		x.cancel(errOuterUnlocked) // before l, from whose context theirs derive
 	}
-	if err == ErrLost {
-		l.cancel(ErrLost) // the lock was gone before this unlock
-	} else {
+	switch err {
+	case ErrLost, ErrClosed:
+		l.cancel(err) // the lock was gone, or Close ended it, before this unlock
+	default:
 		l.cancel(errUnlocked)
 	}
 	return err
@@ -611,7 +612,11 @@ func (l *level) abandon(ctx context.Context) error {
 	for _, x := range ended[1:] {
 		x.cancel(errOuterUnlocked)
 	}
-	l.cancel(errUnlocked)
+	if err == ErrClosed {
+		l.cancel(ErrClosed)
+	} else {
+		l.cancel(errUnlocked)
+	}
 	return err
 }
 
