@@ -212,12 +212,25 @@ func (p *blackHoleProxy) delivered(from *proxiedConn) {
 // TestHalfOpenSubscriptionKeepsWaiterPlace ("no wake-up is ever lost",
 // FIFO): a waiter's Client reaches Redis through a proxy that stops
 // forwarding on the pub/sub connection, without closing it, right after
-// something was delivered on it, and the key is released at once and
-// handed to that waiter, whose message is lost. The waiter must still get
-// the key within two claim windows of the release, and before the waiter
-// queued behind it.
+// something was delivered on it, and the key is released and handed to
+// that waiter, whose message is lost: at once, or 1.4 s after the cut,
+// once the unanswered health-check PING made every waiter try once. The
+// waiter must still get the key within two claim windows of the
+// release, and before the waiter queued behind it.
 func TestHalfOpenSubscriptionKeepsWaiterPlace(t *testing.T) {
 	t.Parallel() // long: waits for the connection to be found dead
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // from the cut to the release
+	}{
+		{"released at once", 0},
+		{"released after the waiters' re-check", 1400 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) { halfOpenWaiterKeepsPlace(t, tc.after) })
+	}
+}
+
+func halfOpenWaiterKeepsPlace(t *testing.T, after time.Duration) {
 	srv, admin := newReal(t)
 	proxy := startBlackHoleProxy(t, srv.Addr)
 	wrdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
@@ -238,6 +251,7 @@ func TestHalfOpenSubscriptionKeepsWaiterPlace(t *testing.T) {
 	// The waiter's pub/sub connection is silent now: the cut comes right
 	// after the next thing it delivers (the health check's answer).
 	within(t, proxy.cutAfterNextDelivery(), 10*time.Second, "a delivery on the pub/sub connection")
+	time.Sleep(after)
 	if err := unlock(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,6 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// Adversarial review of 2026-11-28: what a level's context says once an
-// UnlockFunc returned.
-
 // TestUnlockReturnedMeansContextEnded (guarantee 5, UnlockFunc's doc:
 // "Afterwards the level's lock context is cancelled with a cause that
 // matches ErrNotHeld"): an UnlockFunc that returns ErrNotHeld because the

@@ -10,13 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockkit/lockkit/lock"
+	"github.com/redis/go-redis/v9"
 )
-
-// Adversarial review of 2026-11-28: exclusion and liveness of one key
-// under many goroutines, random cancellations and Close.
 
 // ownerRegister checks exclusion from inside the process: a holder
 // registers when Lock returns and deregisters when its section ends (its

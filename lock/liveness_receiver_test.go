@@ -12,11 +12,6 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// Adversarial review of 2026-11-28: a hand-off whose PUBLISH reached the
-// receiver's Client keeps the receiver's place a window and a half (item
-// 8); the releasing Client's own check after the window must still catch a
-// receiver that never confirms.
-
 // TestFrozenThenKilledReceiverDoesNotStallKey (guarantee 6: "A hand-off to
 // a dead waiter is noticed by the releasing Client", and a released key
 // whose first waiters belong to dead processes is obtainable within two

@@ -8,15 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
+	"github.com/redis/go-redis/v9"
 )
-
-// Adversarial review of 2026-11-28: deadlines and leaks of the calls
-// changed today, against a Redis that is stalled (SIGSTOP) from before
-// New.
 
 // lockGoroutines returns, by goroutine header, the stacks of the
 // goroutines that run code of package lock (not its tests).

@@ -11,10 +11,6 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// Adversarial review of 2026-11-28: the watchdog's new schedule (a batch
-// waits until its last validity ends, is sent again only a whole interval
-// later) must still tell every holder of its loss before a takeover.
-
 // TestManyHoldersToldBeforeTakeover (guarantee 1 and 2: the holder's
 // context is cancelled with ErrLost before Redis can hand the key to
 // anyone else): one Client holds 200 keys with a 600 ms lease (drift
