@@ -98,6 +98,12 @@ func TestModesCountOneRoundTripPerNodeAndCall(t *testing.T) {
 		lockModes[3].name: 10,
 	}
 	late := map[string]float64{lockModes[2].name: 1, lockModes[3].name: 2}
+	// A loaded machine keeps a quorum's last connection busy more often,
+	// and dials more: a looser bound unless LOCKKIT_TIMING=1 (as in CI).
+	dials := 1.03
+	if os.Getenv("LOCKKIT_TIMING") != "1" {
+		dials = 1.25
+	}
 	if len(lockModes) != len(want) {
 		t.Fatalf("%d modes, %d expectations: update this test", len(lockModes), len(want))
 	}
@@ -107,7 +113,7 @@ func TestModesCountOneRoundTripPerNodeAndCall(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", m.name, err)
 		}
-		if got := f[colRoundTrips]; got < want[m.name]-0.05 || got > want[m.name]*1.03+late[m.name] {
+		if got := f[colRoundTrips]; got < want[m.name]-0.05 || got > want[m.name]*dials+late[m.name] {
 			t.Errorf("%s: %.2f round trips/pair, want %.0f", m.name, got, want[m.name])
 		}
 		if f[colPairsPerSec] <= 0 || f["lock50"] <= 0 || f["unlock99"] < f["unlock50"] {
