@@ -184,6 +184,20 @@ func (r *recorder) wait(t testing.TB, limit time.Duration, what string, done fun
 	}
 }
 
+// waitRanSince waits until one of the attempts after the first from ran,
+// failing the test after limit.
+func (r *recorder) waitRanSince(t testing.TB, from int, limit time.Duration, what string) {
+	t.Helper()
+	r.wait(t, limit, what, func(as []cronlock.Attempt) bool {
+		for _, a := range as[from:] {
+			if a.Outcome == cronlock.OutcomeRan {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // waitFor waits up to limit for an attempt that ended with o and returns
 // the first one.
 func (r *recorder) waitFor(t testing.TB, o cronlock.Outcome, limit time.Duration) cronlock.Attempt {

@@ -29,14 +29,7 @@ func TestStallNeverReportsOwnLateMarkerAsDone(t *testing.T) {
 		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)))
 		srv.Resume()
 		resumed := len(r.rec.all())
-		r.rec.wait(t, 5*time.Second, "a run after Redis resumed", func(as []cronlock.Attempt) bool {
-			for _, a := range as[resumed:] {
-				if a.Outcome == cronlock.OutcomeRan {
-					return true
-				}
-			}
-			return false
-		})
+		r.rec.waitRanSince(t, resumed, 5*time.Second, "a run after Redis resumed")
 	}
 	waitStopped(t, r.s)
 	done := 0

@@ -223,14 +223,7 @@ func TestStalledRedisNeverReportsTickDone(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	srv.Resume()
 	resumed := len(r.rec.all())
-	r.rec.wait(t, 5*time.Second, "a run after Redis resumed", func(as []cronlock.Attempt) bool {
-		for _, a := range as[resumed:] {
-			if a.Outcome == cronlock.OutcomeRan {
-				return true
-			}
-		}
-		return false
-	})
+	r.rec.waitRanSince(t, resumed, 5*time.Second, "a run after Redis resumed")
 	waitStopped(t, r.s)
 	for _, a := range r.rec.all() {
 		t.Logf("tick %s: %s %v", a.Tick.Format("15:04:05.000"), a.Outcome, a.Err)
