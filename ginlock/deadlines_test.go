@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
 	"github.com/lockkit/lockkit/ginlock"
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"

@@ -14,11 +14,12 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockkit/lockkit/ginlock"
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
-	"github.com/redis/go-redis/v9"
 )
 
 // Two lock Clients on two Redis servers are two lock spaces: a release in

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestCloseLeavesQueueAfterShortStall (guarantee 7: "Its waiting Lock

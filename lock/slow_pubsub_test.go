@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
-	"github.com/redis/go-redis/v9"
 )
 
 // lapseCounter is an Observer that sums Acquire.Lapses.
