@@ -1,0 +1,61 @@
+package protocol
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// lapses are the durations a random Lapse picks from (ms): around a
+// tenth, a half, one and one and a half claim windows, and a lease.
+var lapses = []int64{1, 50, CaseClaim/10 + 1, CaseClaim / 2, CaseClaim - 1, CaseClaim + 1, CaseClaim*3/2 + 1, 2 * CaseClaim, CaseLease + 1}
+
+// RandomOp returns a random event on w's key by one of clients Clients
+// ("c1", "c2" …), each with owners "<client>:1" and "<client>:2": script
+// calls by owners of live Clients (biased towards the holder and the
+// queue's front, so that keys change hands), time passing, and a death
+// (never of the last live Client).
+func RandomOp(r *rand.Rand, w *World, clients int) Op {
+	var live []string
+	for i := 1; i <= clients; i++ {
+		if c := fmt.Sprintf("c%d", i); !w.Dead[c] {
+			live = append(live, c)
+		}
+	}
+	owner := fmt.Sprintf("%s:%d", live[r.IntN(len(live))], 1+r.IntN(2))
+	k := w.Key.At(w.Now)
+	if hs := k.Holders(); len(hs) > 0 && !w.Dead[ClientOf(hs[0].Owner)] && r.IntN(3) == 0 {
+		owner = hs[0].Owner
+	} else if len(k.Queue) > 0 && !w.Dead[ClientOf(k.Queue[0])] && r.IntN(3) == 0 {
+		owner = k.Queue[0]
+	}
+	switch n := r.IntN(100); {
+	case n < 25:
+		return WaitOp(owner)
+	case n < 33:
+		return TryOp(owner)
+	case n < 48:
+		return ReleaseOp(owner, 0)
+	case n < 55:
+		return ConfirmOp(owner)
+	case n < 58:
+		return EnterOp(owner, 2)
+	case n < 60:
+		return ReleaseOp(owner, 1)
+	case n < 68:
+		return LeaveOp(owner)
+	case n < 71:
+		if len(live) > 1 {
+			return DieOp(ClientOf(owner))
+		}
+		return LapseOp(1)
+	case n < 85:
+		return LapseOp(lapses[r.IntN(len(lapses))])
+	case n < 88:
+		return ForceOp(owner, "")
+	case n < 94:
+		return CheckOp(ClientOf(owner) + ":9")
+	case n < 96:
+		return WatchOp(ClientOf(owner) + ":9")
+	}
+	return RenewOp(owner)
+}
