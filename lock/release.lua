@@ -48,7 +48,18 @@ if not holds then
     return {1}
   end
   if n == 0 and unwait(ARGV[1]) then
-    redis.call('LREM', KEYS[2], 1, ARGV[1]) -- handed the lock, lost it unconfirmed
+    -- Handed the lock, lost it unconfirmed. If it was the first waiter of
+    -- a free key, the key passes on as when a waiter leaves (leave.lua);
+    -- r keeps naming the last owner that released it in full.
+    local head = redis.call('LINDEX', KEYS[2], 0) == ARGV[1]
+    redis.call('LREM', KEYS[2], 1, ARGV[1])
+    if head and tonumber(h[2] or '0') == 0 and hand_off(ARGV[1], h[3], tonumber(ARGV[3]), ARGV[4], true) then
+      if h[4] then
+        redis.call('HSET', KEYS[1], 'r', h[4])
+      else
+        redis.call('HDEL', KEYS[1], 'r')
+      end
+    end
   end
   return {0}
 end

@@ -73,6 +73,7 @@ type World struct {
 	Lease  int64
 	Linger int64
 	Dead   map[string]bool // Clients whose process died: not subscribed
+	Micros int64           // see Env.Micros
 }
 
 // NewWorld returns an empty key at now with the lock package's defaults
@@ -83,7 +84,7 @@ func NewWorld(now, claim, lease int64) *World {
 
 // Env is the environment of a script call at the world's moment.
 func (w *World) Env() Env {
-	return Env{Now: w.Now, Claim: w.Claim, Subscribed: func(c string) bool { return !w.Dead[c] }}
+	return Env{Now: w.Now, Claim: w.Claim, Micros: w.Micros, Subscribed: func(c string) bool { return !w.Dead[c] }}
 }
 
 // Step returns what op does to the world's key, without applying it; for

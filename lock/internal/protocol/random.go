@@ -7,7 +7,7 @@ import (
 
 // lapses are the durations a random Lapse picks from (ms): around a
 // tenth, a half, one and one and a half claim windows, and a lease.
-var lapses = []int64{1, 50, CaseClaim/10 + 1, CaseClaim / 2, CaseClaim - 1, CaseClaim + 1, CaseClaim*3/2 + 1, 2 * CaseClaim, CaseLease + 1}
+var lapses = []int64{1, 50, CaseClaim/10 + 1, CaseClaim/10 + 1, CaseClaim / 2, CaseClaim - 1, CaseClaim + 1, CaseClaim + 1, CaseClaim*3/2 + 1, CaseClaim*3/2 + 1, 2 * CaseClaim, CaseLease + 1}
 
 // RandomOp returns a random event on w's key by one of clients Clients
 // ("c1", "c2" …), each with owners "<client>:1" and "<client>:2": script
@@ -31,30 +31,30 @@ func RandomOp(r *rand.Rand, w *World, clients int) Op {
 	switch n := r.IntN(100); {
 	case n < 25:
 		return WaitOp(owner)
-	case n < 33:
+	case n < 31:
 		return TryOp(owner)
-	case n < 48:
+	case n < 45:
 		return ReleaseOp(owner, 0)
-	case n < 55:
+	case n < 50:
 		return ConfirmOp(owner)
-	case n < 58:
+	case n < 53:
 		return EnterOp(owner, 2)
-	case n < 60:
+	case n < 55:
 		return ReleaseOp(owner, 1)
-	case n < 68:
+	case n < 61:
 		return LeaveOp(owner)
-	case n < 71:
+	case n < 69:
 		if len(live) > 1 {
 			return DieOp(ClientOf(owner))
 		}
 		return LapseOp(1)
-	case n < 85:
+	case n < 89:
 		return LapseOp(lapses[r.IntN(len(lapses))])
-	case n < 88:
+	case n < 91:
 		return ForceOp(owner, "")
-	case n < 94:
+	case n < 97:
 		return CheckOp(ClientOf(owner) + ":9")
-	case n < 96:
+	case n < 99:
 		return WatchOp(ClientOf(owner) + ":9")
 	}
 	return RenewOp(owner)

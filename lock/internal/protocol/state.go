@@ -43,8 +43,8 @@ const (
 	// TurnOpens: free, Owner's turn after waiters before it missed
 	// theirs; it opens to any queued waiter at OpenAt.
 	TurnOpens
-	// OpenToAny: free, the first queued waiter that asks takes it, until
-	// Until.
+	// OpenToAny: free, the first attempt takes it, a queued waiter's or
+	// not, until Until.
 	OpenToAny
 	// Missed: free, and the first waiter's place ended: the next attempt,
 	// check or leave drops it (with its Client's other waiters) and starts
@@ -122,8 +122,8 @@ const (
 	Told
 	// Holding: it holds the key, confirmed.
 	Holding
-	// Dropping: queued, its place ended; the next call that looks drops
-	// it.
+	// Dropping: queued, its place ended; the call that finds it at the
+	// front of the queue drops it.
 	Dropping
 )
 

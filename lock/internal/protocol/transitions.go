@@ -36,11 +36,7 @@ func (t *tx) release(owner string, n, linger int64) Reply {
 			return ints(1)
 		}
 		if n == 0 {
-			// Handed the lock, lost it unconfirmed: if the key is free its
-			// turn passes on, as when a waiter leaves.
-			if _, head := t.stopWaiting(owner); head && count == 0 {
-				t.handOff(owner, true, false)
-			}
+			t.lostRelease(owner, count == 0)
 		}
 		return ints(0)
 	}
@@ -55,6 +51,25 @@ func (t *tx) release(owner string, n, linger int64) Reply {
 	}
 	t.letGo(owner, linger)
 	return ints(1)
+}
+
+// lostRelease is the final release of owner, which was handed the lock
+// and lost it unconfirmed: it stops waiting and, if it was the first
+// waiter and the key is free, the key passes on as when a waiter leaves;
+// r keeps naming the last owner that released the key in full.
+func (t *tx) lostRelease(owner string, free bool) {
+	r, hadR := t.k.field("r")
+	if _, head := t.stopWaiting(owner); !head || !free {
+		return
+	}
+	if o, _ := t.handOff(owner, true, false); o == "" {
+		return
+	}
+	if hadR {
+		t.k.Hash["r"] = r
+	} else {
+		delete(t.k.Hash, "r")
+	}
 }
 
 // Leave is leave.lua: waiter owner stopped waiting. If the lock was
