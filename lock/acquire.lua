@@ -1,5 +1,6 @@
 -- Takes the lock for owner ARGV[1], or enters it once more (keys: see
--- queue.lua, whose helpers are inserted where the queue part begins).
+-- queue.lua, whose helpers are inserted where the queue part begins; the
+-- protocol: docs/protocol.md).
 --
 -- ARGV[1]  owner
 -- ARGV[2]  lease in milliseconds

@@ -10,35 +10,16 @@
 --            t  the last fencing token handed out
 --            r  the owner of the last full release
 --            q  1 when a wait queue may exist; 0 or missing: none does
---            open, open_until  a turn open to any queued waiter (see below)
+--            open, open_until  a turn open to any caller from open on
 -- KEYS[2]  queue list: waiting owners in arrival order
 -- KEYS[3]  waits hash: waiting owner -> deadline (ms of Redis's clock),
 --          and '>' .. owner -> when it joined the queue (ms), for Inspect
 -- KEYS[4]  channel of the lock: a Client waiting for it listens on
 --          "KEYS[4]:<client id>" for hand-offs and turns of its waiters
 --
--- A Lock call whose attempt fails joins the queue and stays in it while it
--- tries again before its deadline: the holder's remaining lease (or the
--- time the waiter was told to come back after) plus the claim window. A
--- release hands the lock to the first live waiter: the lock is written for
--- it with the claim window as TTL and the hand-off told to the waiter's
--- Client as "<from> <owner> <token> <ms>", so the waiter starts without another
--- command, and confirms (renews the lease to its own, leaving the queue)
--- before the window ends. A waiter whose process died never confirms: the lock lapses after the claim window,
--- and the next attempt (a waiter's: the hand-off is also told to one
--- waiter of another Client behind it, which tries after the window; or
--- the releasing Client's check after the window) drops that waiter, with every other waiter of its Client,
--- and gives the next one a turn: the lock is kept free for it for the
--- claim window, announced as "<from> <owner>" to every Client with a
--- queued waiter, and taken by its next attempt. From a tenth of the window into that turn the lock goes to
--- whichever queued waiter asks first, so that waiters of several dead
--- processes stall a free lock about one claim window in all, not one each.
---
--- A released lock's hash stays, free, for at most the linger time the
--- release is given (1 s at most), so that a retried release knows it went
--- through and the next token follows the last; with the hash gone a token
--- is Redis's clock in microseconds, larger than any token before as long
--- as that clock does not go back. Every key has a TTL.
+-- The protocol these helpers implement (states, transitions, who is
+-- told) is docs/protocol.md; lock/internal/protocol models it in Go, and
+-- TestScriptsFollowTheModel checks these scripts against that model.
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -190,20 +171,10 @@ local function write_lock(ttl, ...)
   end
 end
 
--- watch tells the watchers of the hand-off msg at now to o, so that they
--- check after the claim window that o took the lock: the first waiters of
--- the first two other Clients than o's among the 16 behind o, and the
--- last waiter of yet another Client among the last 16 (if o's process
--- died, so did its other waiters; two and a last one, so that another
--- dead process, or a waiter giving up, does not leave the hand-off
--- unchecked). A watcher is not told when it will try by itself within a
--- claim window: its last attempt was told of a lease or turn that ends by
--- then (its deadline, a claim window after that end, is at most two
--- windows away). It then finds the lock held by o, or by a later owner,
--- and tries again when that owner's window or lease ends: it checks the
--- hand-off as if told. A key handed on from one short hold to the next,
--- whose waiters queued behind holds of a claim window, sends one message a
--- hand-off, not up to four.
+-- watch tells the watchers of the hand-off msg at now to o, so that one
+-- of them checks after the claim window that o took the lock: the rule
+-- is protocol.Watchers (lock/internal/protocol/watchers.go), which this
+-- follows on the first 17 and last 16 waiters.
 local function watch(o, msg, now, claim, publish, head)
   head = head or redis.call('LRANGE', KEYS[2], 0, 16) -- o first, as a hand-off leaves it
   local told = {[client_of(o)] = true}
@@ -256,13 +227,10 @@ end
 
 -- next_turn drops the waiters at the front of the queue that missed their
 -- turns (see first) and, if any was, starts the turn of the first live one
--- (see announce), open to any queued waiter from a tenth of the window on:
--- their processes are most likely dead, and so may be the processes of the
--- waiters behind them; after that grace, which lets a live one take its
--- turn, the lock goes to the first queued waiter that asks until the turn
--- ends, so that dead processes do not hold it up one claim window each.
--- from is the owner whose call does it. Returns the first live waiter, its
--- deadline and whether any was dropped.
+-- (see announce), open to any caller from a tenth of the window on (the
+-- waiters behind a dead one may be dead too). from is the owner whose
+-- call does it. Returns the first live waiter, its deadline and whether
+-- any was dropped.
 local function next_turn(now, claim, publish, from)
   local o, d, dropped = first(now)
   if dropped and o then
@@ -278,21 +246,12 @@ end
 -- hand_off gives the free lock to the first live waiter, if any, for the
 -- claim window, and tells it so; from is the owner that let go of it, last
 -- the last token. A waiter whose Client was subscribed when told keeps its
--- place for half a window more (its deadline in the queue; the lock's TTL
--- stays the window): a live process whose pub/sub connection went silent
--- finds that out from its health check (a PING after a window of silence,
--- answered within a quarter window) and tries within that time, so it is
--- not passed over for a message it never got; a process that died has no
--- subscription left, and the next waiter's turn comes after the window. With replied set the caller's reply tells the hand-off
--- to from's Client, so a waiter of that Client gets no message (a retried
--- release still learns it: see release.lua). The waiter stays first in the
--- queue, with the window's end as deadline, until it confirms (its first
--- renewal or an attempt): if it never does, the lock lapses and the next
--- attempt after the window drops it. That attempt comes from a waiter told
--- of the hand-off: a watcher (see watch), or with all set (a hand-off
--- whose caller does not check after the window itself: ForceUnlock's)
--- every other Client with a queued waiter. Returns the waiter, the token and Redis's
--- time in ms, or nil.
+-- place half a window more (a silent connection finds out within that).
+-- With replied set a waiter of from's Client gets no message (the
+-- caller's reply tells it). The waiter stays first in the queue until it
+-- confirms. With all set every other Client with a queued waiter is told
+-- (no releasing Client checks this hand-off), else the watchers (see
+-- watch). Returns the waiter, the token and Redis's time in ms, or nil.
 local function hand_off(from, last, claim, publish, all, replied)
   local now = now_ms()
   local o, d, head = front(now)
