@@ -152,6 +152,9 @@ func (x *crossCheck) apply(op protocol.Op) error {
 		return fmt.Errorf("%v: %w", op, err)
 	}
 	after, t1, us1 := x.snapshot()
+	if err := after.Consistent(); err != nil {
+		return fmt.Errorf("%v: Redis's data: %w", op, err)
+	}
 	got := x.received()
 	tl := protocol.Tolerance{Ms: t1 - t0 + slack, Clock: us0, ClockFrom: us0, ClockTo: us1}
 	var diffs []error

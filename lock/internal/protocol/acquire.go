@@ -41,18 +41,18 @@ func (k Key) Check(env Env, owner string, lease int64) Step {
 }
 
 func (t *tx) acquire(owner string, lease, n int64, mode Mode) Reply {
-	count, flagged := t.k.count(), t.k.flagged()
+	flagged := t.k.flagged()
 	last, hasToken := t.k.token()
-	holds := count > 0 && t.k.owner() == owner
+	h, holds := t.k.holder(owner)
 
 	// The common cases, before queue.lua's helpers: the owner in place
 	// with no queue, and a free hash left by a release with no queue.
 	if holds && !flagged {
-		return t.stay(owner, lease, n, count, last, false)
+		return t.stay(h, lease, n, false)
 	}
 	_, hasOwner := t.k.field("o")
-	if count == 0 && hasOwner && hasToken && !flagged && n == 1 && (mode == Try || mode == Wait) {
-		return t.take(owner, lease, last+1, nil)
+	if !t.k.full() && hasOwner && hasToken && !flagged && n == 1 && (mode == Try || mode == Wait) {
+		return t.take(owner, lease, last+1, "")
 	}
 
 	if mode == Watch {
@@ -66,9 +66,9 @@ func (t *tx) acquire(owner string, lease, n int64, mode Mode) Reply {
 	claim := t.env.Claim
 	waits := claim > 0 && mode == Wait
 	onlyMine := n > 1 || mode == Confirm
-	if count > 0 { // held, or handed (see Key.State)
+	if t.k.full() { // held, or handed (see Key.State)
 		if holds {
-			return t.stay(owner, lease, n, count, last, flagged)
+			return t.stay(h, lease, n, flagged)
 		}
 		if onlyMine {
 			return ints(-1, 0)
@@ -121,37 +121,38 @@ func (t *tx) acquire(owner string, lease, n int64, mode Mode) Reply {
 	if mode == Check {
 		return ints(0, 0)
 	}
-	q := "0"
-	if queued {
+	// The queue flag stays while a queue may exist, and goes with it.
+	q := ""
+	switch {
+	case queued:
 		q = "1"
+	case flagged:
+		q = "0"
 	}
-	if !queued && !flagged {
-		q = ""
-	}
-	return t.take(owner, lease, t.nextToken(last, hasToken), &q)
+	return t.take(owner, lease, t.nextToken(last, hasToken), q)
 }
 
-// stay is an acquisition by the owner in place: a re-entry (n > 1) sets
+// stay is an acquisition by holder h: a re-entry (n > 1) sets
 // the count, an acquisition or confirmation (n = 1) sets the lease from
 // now and, with a queue flagged, takes the owner out of the queue.
-func (t *tx) stay(owner string, lease, n, count, token int64, flagged bool) Reply {
+func (t *tx) stay(h Holder, lease, n int64, flagged bool) Reply {
 	if n == 1 {
 		t.expireHash(lease)
 		if flagged {
-			t.leaveQueue(owner)
+			t.leaveQueue(h.Owner)
 		}
-	} else if count != n {
+	} else if h.Count != n {
 		t.setHash("n", itoa(n))
 	}
-	return Reply{}.with(Exact, n).with(Token, token)
+	return Reply{}.with(Exact, n).with(Token, h.Token)
 }
 
-// take writes owner as the holder with tok and the lease; q, when not
-// nil and not "", is the queue flag to write.
-func (t *tx) take(owner string, lease, tok int64, q *string) Reply {
+// take writes owner as the holder with tok and the lease, and the queue
+// flag q unless it is "".
+func (t *tx) take(owner string, lease, tok int64, q string) Reply {
 	fv := []string{"o", owner, "n", "1", "t", itoa(tok)}
-	if q != nil && *q != "" {
-		fv = append(fv, "q", *q)
+	if q != "" {
+		fv = append(fv, "q", q)
 	}
 	t.setHash(fv...)
 	t.expireHash(lease)
@@ -161,5 +162,5 @@ func (t *tx) take(owner string, lease, tok int64, q *string) Reply {
 // unconfirmed reports whether the lock was handed to an owner that has
 // not confirmed yet (it is still in the waits hash).
 func (t *tx) unconfirmed() bool {
-	return t.k.count() > 0 && t.k.waiting(t.k.owner())
+	return t.k.full() && t.k.waiting(t.k.owner())
 }

@@ -44,6 +44,22 @@ var (
 	turnAfterDead = then(deadReceiver, LapseOp(CaseClaim+1), CheckOp("c1:9"))
 )
 
+// longQueue is c1:1 holding with waiters: first, then c2:2 to c2:17,
+// then last.
+func longQueue(first, last []string) []Op {
+	ops := []Op{TryOp("c1:1")}
+	for _, o := range first {
+		ops = append(ops, WaitOp(o))
+	}
+	for i := 2; i <= 17; i++ {
+		ops = append(ops, WaitOp(fmt.Sprintf("c2:%d", i)))
+	}
+	for _, o := range last {
+		ops = append(ops, WaitOp(o))
+	}
+	return ops
+}
+
 func then(ops []Op, more ...Op) []Op {
 	return append(append([]Op(nil), ops...), more...)
 }
@@ -67,6 +83,16 @@ var Cases = []Case{
 	{
 		Name: "held/release hands off, watcher told", Ops: then(twoWaiting, ReleaseOp("c1:1", 0)),
 		State: Handed, Owner: "c2:1", Reply: 1, Told: []string{"c2 hand-off c1:1->c2:1", "c3 hand-off c1:1->c2:1"},
+	},
+	{
+		Name: "held/long queue: no watcher behind, the last of another Client",
+		Ops:  then(longQueue([]string{"c2:1"}, []string{"c3:1", "c4:1", "c5:1"}), ReleaseOp("c1:1", 0)),
+		State: Handed, Owner: "c2:1", Reply: 1, Told: []string{"c2 hand-off c1:1->c2:1", "c5 hand-off c1:1->c2:1"},
+	},
+	{
+		Name: "held/long queue: two watchers behind, the last of a third Client",
+		Ops:  then(longQueue([]string{"c2:1", "c3:1", "c4:1", "c3:2"}, []string{"c4:2", "c5:1", "c3:3"}), ReleaseOp("c1:1", 0)),
+		State: Handed, Owner: "c2:1", Reply: 1, Told: []string{"c2 hand-off c1:1->c2:1", "c3 hand-off c1:1->c2:1", "c4 hand-off c1:1->c2:1", "c5 hand-off c1:1->c2:1"},
 	},
 	{
 		Name: "held/hand-off within a Client: no message", Ops: []Op{TryOp("c1:1"), WaitOp("c1:2"), ReleaseOp("c1:1", 0)},

@@ -103,7 +103,7 @@ func (w *World) Step(op Op) Step {
 	case OpRenew:
 		return w.Key.Renew(env, op.Owner, w.Lease)
 	}
-	return Step{Next: w.Key.At(w.Now)}
+	return w.Key.Lapse(w.Now)
 }
 
 // Apply applies op to the world and returns its step.

@@ -26,6 +26,20 @@ func (k Key) Holders() []Holder {
 	return []Holder{{Owner: o, Count: k.count(), Token: tok, Until: k.HashExp, Confirmed: !k.waiting(o)}}
 }
 
+// holder returns owner as a holder of the key, if it is one.
+func (k Key) holder(owner string) (Holder, bool) {
+	for _, h := range k.Holders() {
+		if h.Owner == owner {
+			return h, true
+		}
+	}
+	return Holder{}, false
+}
+
+// full reports whether the holder set has no room: an attempt by another
+// owner does not take the key.
+func (k Key) full() bool { return len(k.Holders()) >= Limit }
+
 // StateKind names a state of the key.
 type StateKind int
 
@@ -80,8 +94,8 @@ func (s State) String() string {
 // window claim (ms; 0: no queue) would find it.
 func (k Key) State(now, claim int64) State {
 	k = k.At(now)
-	if hs := k.Holders(); len(hs) >= Limit {
-		h := hs[0]
+	if k.full() {
+		h := k.Holders()[0]
 		s := State{Kind: Held, Owner: h.Owner, Count: h.Count, Token: h.Token, Until: h.Until}
 		if !h.Confirmed {
 			s.Kind = Handed
@@ -134,13 +148,10 @@ func (w WaiterKind) String() string { return waiterNames[w] }
 // Waiter names the state of owner in k at now (claim as for State).
 func (k Key) Waiter(owner string, now, claim int64) WaiterKind {
 	k = k.At(now)
-	for _, h := range k.Holders() {
-		if h.Owner == owner && h.Confirmed {
-			return Holding
-		}
-		if h.Owner == owner {
-			return Told
-		}
+	if h, ok := k.holder(owner); ok && h.Confirmed {
+		return Holding
+	} else if ok {
+		return Told
 	}
 	d, ok := k.Waits[owner]
 	switch {

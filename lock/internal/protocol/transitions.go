@@ -15,8 +15,7 @@ func (k Key) Release(env Env, owner string, n, linger int64) Step {
 }
 
 func (t *tx) release(owner string, n, linger int64) Reply {
-	count := t.k.count()
-	holds := t.k.owner() == owner && count > 0
+	_, holds := t.k.holder(owner)
 	claim := t.env.Claim
 	if holds && n > 0 {
 		t.setHash("n", itoa(n))
@@ -29,14 +28,13 @@ func (t *tx) release(owner string, n, linger int64) Reply {
 	}
 	if !holds {
 		if n == 0 && t.k.Hash["r"] == owner {
-			if o, ok := t.k.field("o"); ok && count > 0 {
-				tok, _ := t.k.token()
-				return ints(1).str(o).with(Token, tok).with(Exact, 0)
+			if hs := t.k.Holders(); len(hs) > 0 {
+				return ints(1).str(hs[0].Owner).with(Token, hs[0].Token).with(Exact, 0)
 			}
 			return ints(1)
 		}
 		if n == 0 {
-			t.lostRelease(owner, count == 0)
+			t.lostRelease(owner, !t.k.full())
 		}
 		return ints(0)
 	}
@@ -87,14 +85,13 @@ func (k Key) Leave(env Env, owner string, linger int64) Step {
 
 func (t *tx) leave(owner string, linger int64) Reply {
 	queued, head := t.stopWaiting(owner)
-	count := t.k.count()
-	holds := t.k.owner() == owner && count > 0
+	_, holds := t.k.holder(owner)
 	switch {
-	case holds || (head && count == 0):
+	case holds || (head && !t.k.full()):
 		if o, _ := t.handOff(owner, true, false); o == "" && holds {
 			t.letGo(owner, linger)
 		}
-	case queued && count > 0:
+	case queued && t.k.full():
 		if t.unconfirmed() {
 			o := t.k.owner()
 			tok, _ := t.k.token()
@@ -122,7 +119,7 @@ func (k Key) Force(env Env, by, expect string, linger int64) Step {
 }
 
 func (t *tx) force(by, expect string, linger int64) Reply {
-	if t.k.count() == 0 {
+	if len(t.k.Holders()) == 0 {
 		return ints(0)
 	}
 	old := t.k.owner()
@@ -149,7 +146,7 @@ func (t *tx) force(by, expect string, linger int64) Reply {
 // owner holds the lock, and never takes it. Replies {1} or {0}.
 func (k Key) Renew(env Env, owner string, lease int64) Step {
 	t := begin(k, env)
-	if t.k.owner() == owner && t.k.count() > 0 {
+	if _, ok := t.k.holder(owner); ok {
 		t.expireHash(lease)
 		return t.done(ints(1))
 	}
@@ -166,3 +163,8 @@ func (t *tx) stopWaiting(owner string) (queued, head bool) {
 	}
 	return queued, head
 }
+
+// Lapse is time passing until now: the Redis keys whose TTL ran out are
+// gone (see Key.At). Deadlines and turns that passed change nothing in
+// the data: the next call that looks acts on them (see Key.State).
+func (k Key) Lapse(now int64) Step { return Step{Next: k.At(now)} }
