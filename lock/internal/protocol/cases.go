@@ -85,13 +85,13 @@ var Cases = []Case{
 		State: Handed, Owner: "c2:1", Reply: 1, Told: []string{"c2 hand-off c1:1->c2:1", "c3 hand-off c1:1->c2:1"},
 	},
 	{
-		Name: "held/long queue: no watcher behind, the last of another Client",
-		Ops:  then(longQueue([]string{"c2:1"}, []string{"c3:1", "c4:1", "c5:1"}), ReleaseOp("c1:1", 0)),
+		Name:  "held/long queue: no watcher behind, the last of another Client",
+		Ops:   then(longQueue([]string{"c2:1"}, []string{"c3:1", "c4:1", "c5:1"}), ReleaseOp("c1:1", 0)),
 		State: Handed, Owner: "c2:1", Reply: 1, Told: []string{"c2 hand-off c1:1->c2:1", "c5 hand-off c1:1->c2:1"},
 	},
 	{
-		Name: "held/long queue: two watchers behind, the last of a third Client",
-		Ops:  then(longQueue([]string{"c2:1", "c3:1", "c4:1", "c3:2"}, []string{"c4:2", "c5:1", "c3:3"}), ReleaseOp("c1:1", 0)),
+		Name:  "held/long queue: two watchers behind, the last of a third Client",
+		Ops:   then(longQueue([]string{"c2:1", "c3:1", "c4:1", "c3:2"}, []string{"c4:2", "c5:1", "c3:3"}), ReleaseOp("c1:1", 0)),
 		State: Handed, Owner: "c2:1", Reply: 1, Told: []string{"c2 hand-off c1:1->c2:1", "c3 hand-off c1:1->c2:1", "c4 hand-off c1:1->c2:1", "c5 hand-off c1:1->c2:1"},
 	},
 	{
