@@ -77,13 +77,14 @@ type crossCheck struct {
 	rk    redisKeys
 	claim int64
 	subs  map[string]*redis.PubSub // by Client; "" the key's own channel
-	dead  map[string]bool
-	shift int64 // ms of time played by moving Redis's data back
+	dead  map[string]bool          // Clients unsubscribed
+	stop  map[string]bool          // Clients subscribed that make no calls
+	shift int64                    // ms of time played by moving Redis's data back
 }
 
 func newCrossCheck(t *testing.T, rdb *redis.Client, key string, claim int64, clients int) *crossCheck {
 	x := &crossCheck{t: t, rdb: rdb, rk: tagKeys("pc", key), claim: claim,
-		subs: map[string]*redis.PubSub{}, dead: map[string]bool{}}
+		subs: map[string]*redis.PubSub{}, dead: map[string]bool{}, stop: map[string]bool{}}
 	t.Cleanup(x.close)
 	names := []string{""}
 	for i := 1; i <= clients; i++ {
@@ -117,7 +118,7 @@ func (x *crossCheck) close() {
 func (x *crossCheck) world() *protocol.World {
 	k, now := x.read()
 	w := protocol.NewWorld(now, x.claim, protocol.CaseLease)
-	w.Key, w.Dead = k, x.dead
+	w.Key, w.Dead, w.Frozen = k, x.dead, x.stop
 	return w
 }
 
@@ -133,6 +134,9 @@ func (x *crossCheck) apply(op protocol.Op) error {
 		x.shift += op.D
 		after, now := x.read()
 		return protocol.DiffKeys(before, after, now, protocol.Tolerance{Ms: slack})
+	case protocol.OpFreeze: // nothing in Redis: its subscription stays
+		x.stop[protocol.ClientOf(op.Owner)] = true
+		return nil
 	case protocol.OpDie:
 		c := protocol.ClientOf(op.Owner)
 		x.dead[c] = true

@@ -13,6 +13,7 @@ const (
 	OpRenew                 // renew.lua
 	OpLapse                 // Op.D ms pass
 	OpDie                   // Op.Owner's Client dies: its subscription ends
+	OpFreeze                // Op.Owner's Client stops (SIGSTOP): subscribed, silent
 )
 
 // An Op is one event on a key: a script call by Op.Owner, time passing,
@@ -41,6 +42,9 @@ func (op Op) String() string {
 	case OpLapse:
 		return fmt.Sprintf("lapse(%d ms)", op.D)
 	}
+	if op.Kind == OpFreeze {
+		return fmt.Sprintf("freeze(%s)", ClientOf(op.Owner))
+	}
 	return fmt.Sprintf("die(%s)", ClientOf(op.Owner))
 }
 
@@ -63,6 +67,7 @@ func ForceOp(by, expect string) Op   { return Op{Kind: OpForce, Owner: by, Expec
 func RenewOp(o string) Op            { return Op{Kind: OpRenew, Owner: o} }
 func LapseOp(d int64) Op             { return Op{Kind: OpLapse, D: d} }
 func DieOp(client string) Op         { return Op{Kind: OpDie, Owner: client + ":0"} }
+func FreezeOp(client string) Op      { return Op{Kind: OpFreeze, Owner: client + ":0"} }
 
 // World is one key's data with the moment and the Clients' liveness, the
 // settings every Client of it shares (ms), and the events applied so far.
@@ -73,13 +78,17 @@ type World struct {
 	Lease  int64
 	Linger int64
 	Dead   map[string]bool // Clients whose process died: not subscribed
+	Frozen map[string]bool // Clients stopped: subscribed, making no calls
 	Micros int64           // see Env.Micros
 }
+
+// Stopped reports whether client makes no more calls: dead or frozen.
+func (w *World) Stopped(client string) bool { return w.Dead[client] || w.Frozen[client] }
 
 // NewWorld returns an empty key at now with the lock package's defaults
 // for a lease: a claim window of claim ms, and linger min(lease, 1 s).
 func NewWorld(now, claim, lease int64) *World {
-	return &World{Now: now, Claim: claim, Lease: lease, Linger: min(lease, 1000), Dead: map[string]bool{}}
+	return &World{Now: now, Claim: claim, Lease: lease, Linger: min(lease, 1000), Dead: map[string]bool{}, Frozen: map[string]bool{}}
 }
 
 // Env is the environment of a script call at the world's moment.
@@ -88,7 +97,7 @@ func (w *World) Env() Env {
 }
 
 // Step returns what op does to the world's key, without applying it; for
-// Lapse and Die, whose effect is on the world, the key as it is.
+// Lapse, Die and Freeze, whose effect is on the world, the key as it is.
 func (w *World) Step(op Op) Step {
 	env := w.Env()
 	switch op.Kind {
@@ -113,6 +122,8 @@ func (w *World) Apply(op Op) Step {
 		w.Now += op.D
 	case OpDie:
 		w.Dead[ClientOf(op.Owner)] = true
+	case OpFreeze:
+		w.Frozen[ClientOf(op.Owner)] = true
 	}
 	s := w.Step(op)
 	w.Key = s.Next

@@ -96,13 +96,14 @@ func inOrder(before Key, s State, after Key) error {
 }
 
 // obtainable releases w's key (a forced unlock when its holder's Client
-// is dead) and returns how long it takes, in ms, until a live owner holds
-// it, while the live Clients' waiters and a new caller try every twentieth
-// of a claim window and dead Clients' waiters do nothing.
+// is stopped) and returns how long it takes, in ms, until an owner of a
+// Client that acts holds it, while those Clients' waiters and a new
+// caller try every twentieth of a claim window and dead or frozen
+// Clients' waiters do nothing.
 func obtainable(w *World, clients int) int64 {
 	k := w.Key.At(w.Now)
 	if hs := k.Holders(); len(hs) > 0 {
-		if w.Dead[ClientOf(hs[0].Owner)] {
+		if w.Stopped(ClientOf(hs[0].Owner)) {
 			w.Apply(ForceOp("c9:9", ""))
 		} else {
 			w.Apply(ReleaseOp(hs[0].Owner, 0))
@@ -112,13 +113,13 @@ func obtainable(w *World, clients int) int64 {
 	for elapsed := int64(0); elapsed <= 3*CaseClaim; elapsed += poll {
 		var tries []string
 		for _, o := range w.Key.At(w.Now).Queue {
-			if !w.Dead[ClientOf(o)] {
+			if !w.Stopped(ClientOf(o)) {
 				tries = append(tries, o)
 			}
 		}
 		for _, o := range append(tries, "p:1") {
 			w.Apply(WaitOp(o))
-			if hs := w.Key.Holders(); len(hs) > 0 && !w.Dead[ClientOf(hs[0].Owner)] {
+			if hs := w.Key.Holders(); len(hs) > 0 && !w.Stopped(ClientOf(hs[0].Owner)) {
 				return elapsed
 			}
 		}

@@ -13,19 +13,19 @@ var lapses = []int64{1, 50, CaseClaim/10 + 1, CaseClaim/10 + 1, CaseClaim / 2, C
 // ("c1", "c2" …), each with owners "<client>:1" and "<client>:2": script
 // calls by owners of live Clients (biased towards the holder and the
 // queue's front, so that keys change hands), time passing, and a death
-// (never of the last live Client).
+// or a stop (never of the last Client that acts).
 func RandomOp(r *rand.Rand, w *World, clients int) Op {
 	var live []string
 	for i := 1; i <= clients; i++ {
-		if c := fmt.Sprintf("c%d", i); !w.Dead[c] {
+		if c := fmt.Sprintf("c%d", i); !w.Stopped(c) {
 			live = append(live, c)
 		}
 	}
 	owner := fmt.Sprintf("%s:%d", live[r.IntN(len(live))], 1+r.IntN(2))
 	k := w.Key.At(w.Now)
-	if hs := k.Holders(); len(hs) > 0 && !w.Dead[ClientOf(hs[0].Owner)] && r.IntN(3) == 0 {
+	if hs := k.Holders(); len(hs) > 0 && !w.Stopped(ClientOf(hs[0].Owner)) && r.IntN(3) == 0 {
 		owner = hs[0].Owner
-	} else if len(k.Queue) > 0 && !w.Dead[ClientOf(k.Queue[0])] && r.IntN(3) == 0 {
+	} else if len(k.Queue) > 0 && !w.Stopped(ClientOf(k.Queue[0])) && r.IntN(3) == 0 {
 		owner = k.Queue[0]
 	}
 	switch n := r.IntN(100); {
@@ -44,10 +44,13 @@ func RandomOp(r *rand.Rand, w *World, clients int) Op {
 	case n < 61:
 		return LeaveOp(owner)
 	case n < 69:
-		if len(live) > 1 {
-			return DieOp(ClientOf(owner))
+		switch {
+		case len(live) == 1:
+			return LapseOp(1)
+		case r.IntN(3) == 0:
+			return FreezeOp(ClientOf(owner))
 		}
-		return LapseOp(1)
+		return DieOp(ClientOf(owner))
 	case n < 89:
 		return LapseOp(lapses[r.IntN(len(lapses))])
 	case n < 91:
