@@ -7,7 +7,7 @@ import (
 )
 
 // NoTTL is the expiry of a key that has no TTL (Exp fields). The protocol
-// never leaves one: see [Key.Check].
+// never leaves one: see [Key.Consistent].
 const NoTTL = 0
 
 // Key is the Redis data of one lock key at some moment: the three Redis
