@@ -77,7 +77,7 @@ var Cases = []Case{
 	{Name: "free/retried release", Ops: []Op{TryOp("c1:1"), ReleaseOp("c1:1", 0), ReleaseOp("c1:1", 0)}, State: Free, Reply: 1},
 	{Name: "free/release of no hold", Ops: []Op{ReleaseOp("c1:1", 0)}, State: Free, Reply: 0},
 	{Name: "free/lingering hash: next token", Ops: []Op{TryOp("c1:1"), ReleaseOp("c1:1", 0), TryOp("c2:1")}, State: Held, Owner: "c2:1", Reply: 1},
-	{Name: "held/lease lapses: token from the clock", Ops: []Op{TryOp("c1:1"), LapseOp(CaseLease + 1), TryOp("c2:1")}, State: Held, Owner: "c2:1", Reply: 1},
+	{Name: "free/after a lapsed lease: token from the clock", Ops: []Op{TryOp("c1:1"), LapseOp(CaseLease + 1), TryOp("c2:1")}, State: Held, Owner: "c2:1", Reply: 1},
 	{Name: "held/renew", Ops: []Op{TryOp("c1:1"), LapseOp(1000), RenewOp("c1:1")}, State: Held, Owner: "c1:1", Reply: 1},
 	{Name: "held/renew by another", Ops: []Op{TryOp("c1:1"), RenewOp("c2:1")}, State: Held, Owner: "c1:1", Reply: 0},
 	{
@@ -110,7 +110,7 @@ var Cases = []Case{
 		State: Handed, Owner: "c3:1", Reply: 1, Told: []string{"c3 hand-off c2:1->c3:1"},
 	},
 	{
-		Name: "handed/lapses: receiver's place kept half a window", Ops: then(twoWaiting, ReleaseOp("c1:1", 0), LapseOp(CaseClaim+1), ConfirmOp("c2:1")),
+		Name: "reserved/receiver's confirmation after its window: lost", Ops: then(twoWaiting, ReleaseOp("c1:1", 0), LapseOp(CaseClaim+1), ConfirmOp("c2:1")),
 		State: Reserved, Owner: "c2:1", Reply: -1,
 	},
 	{
@@ -118,13 +118,13 @@ var Cases = []Case{
 		State: Handed, Owner: "c3:1", Reply: 0, Told: []string{"c3 hand-off c2:1->c3:1"},
 	},
 	{
-		Name:  "reserved/lapsed receiver's release: a dead next waiter costs a window",
+		Name:  "missed/a lapsed receiver's release handed to a dead waiter: one window",
 		Ops:   then(twoWaiting, DieOp("c3"), ReleaseOp("c1:1", 0), LapseOp(CaseClaim+1), ReleaseOp("c2:1", 0), LapseOp(CaseClaim+1), TryOp("c4:1")),
 		State: Held, Owner: "c4:1", Reply: 1,
 	},
 	{Name: "reserved/receiver's attempt takes", Ops: then(twoWaiting, ReleaseOp("c1:1", 0), LapseOp(CaseClaim+1), WaitOp("c2:1")), State: Held, Owner: "c2:1", Reply: 1},
 	{Name: "reserved/another's attempt refused", Ops: then(twoWaiting, ReleaseOp("c1:1", 0), LapseOp(CaseClaim+1), TryOp("c4:1")), State: Reserved, Owner: "c2:1", Reply: -2},
-	{Name: "held/lease lapses with a queue: reserved", Ops: []Op{TryOp("c1:1"), WaitOp("c2:1"), LapseOp(CaseLease + 1), TryOp("c3:1")}, State: Reserved, Owner: "c2:1", Reply: -2},
+	{Name: "reserved/after a lapsed lease: another's attempt refused", Ops: []Op{TryOp("c1:1"), WaitOp("c2:1"), LapseOp(CaseLease + 1), TryOp("c3:1")}, State: Reserved, Owner: "c2:1", Reply: -2},
 	{
 		Name: "missed/check drops the dead receiver, turn announced", Ops: turnAfterDead,
 		State: TurnOpens, Owner: "c3:1", Reply: 0, Told: []string{"c3 turn c1:9->c3:1", "c4 turn c1:9->c3:1"},
@@ -139,8 +139,8 @@ var Cases = []Case{
 		State: TurnOpens, Owner: "c3:1", Reply: 0, Told: []string{"c3 turn c1:9->c3:1"},
 	},
 	{Name: "turn/others come back when it opens", Ops: then(turnAfterDead, WaitOp("c4:1")), State: TurnOpens, Owner: "c3:1", Reply: -2},
-	{Name: "turn/open to any after a tenth", Ops: then(turnAfterDead, LapseOp(CaseClaim/10), WaitOp("c4:1")), State: Held, Owner: "c4:1", Reply: 1},
-	{Name: "turn/open to a new caller too", Ops: then(turnAfterDead, LapseOp(CaseClaim/10), TryOp("c5:1")), State: Held, Owner: "c5:1", Reply: 1},
+	{Name: "open/a tenth of the window in: a waiter's attempt takes", Ops: then(turnAfterDead, LapseOp(CaseClaim/10), WaitOp("c4:1")), State: Held, Owner: "c4:1", Reply: 1},
+	{Name: "open/a new caller's attempt takes too", Ops: then(turnAfterDead, LapseOp(CaseClaim/10), TryOp("c5:1")), State: Held, Owner: "c5:1", Reply: 1},
 	{
 		Name: "turn/its waiter leaves: hand-off told to all", Ops: then(turnAfterDead, LeaveOp("c3:1")),
 		State: Handed, Owner: "c4:1", Reply: 1, Told: []string{"c4 hand-off c3:1->c4:1"},

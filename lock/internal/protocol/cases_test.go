@@ -2,8 +2,15 @@ package protocol
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
+
+// fromState is the state a case's name says its last event starts from.
+var fromState = map[string]StateKind{
+	"free": Free, "held": Held, "handed": Handed, "reserved": Reserved,
+	"missed": Missed, "turn": TurnOpens, "open": OpenToAny,
+}
 
 // start is the moment every model test starts at: a Redis clock in ms.
 const start = 1_700_000_000_000
@@ -31,6 +38,12 @@ func TestCases(t *testing.T) {
 			w := newCaseWorld(c)
 			var last Step
 			for i, op := range c.Ops {
+				if i == len(c.Ops)-1 {
+					prefix, _, _ := strings.Cut(c.Name, "/")
+					if want, ok := fromState[prefix]; ok && w.Key.State(w.Now, w.Claim).Kind != want {
+						t.Errorf("the last event starts from %v, not %v", w.Key.State(w.Now, w.Claim), want)
+					}
+				}
 				last = w.Apply(op)
 				if err := w.Key.Consistent(); err != nil {
 					t.Fatalf("after event %d, %v: %v", i, op, err)
