@@ -16,7 +16,8 @@
 -- Returns {1} when the owner's count is at the target, or {1, waiter,
 -- token, ms} when the lock was handed to waiter with token at Redis's time
 -- ms; {0} when the owner's hold is gone: it is not in the hash, and was not
--- the last to release. A retried release whose first try went through
+-- the last to release (if it was handed the lock and lost it unconfirmed,
+-- it leaves the queue, passing a free key on as leave.lua does). A retried release whose first try went through
 -- finds itself noted as the last to release: {1}, or {1, waiter, token, 0}
 -- while the waiter it handed the lock to holds it, so that the releasing
 -- Client still wakes its own waiter, which the hand-off sent no message
