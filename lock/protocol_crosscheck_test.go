@@ -62,6 +62,7 @@ func TestScriptsFollowTheModelRandomly(t *testing.T) {
 			claim = 0 // quorum mode's calls: no queue
 		}
 		x := newCrossCheck(t, rdb, fmt.Sprintf("seq%d", i), claim, clients)
+		x.lease = protocol.RandomLease(r)
 		var ops []protocol.Op
 		for range steps {
 			op := protocol.RandomOp(r, x.world(), clients)
@@ -80,6 +81,7 @@ type crossCheck struct {
 	rdb   *redis.Client
 	rk    redisKeys
 	claim int64
+	lease int64
 	subs  map[string]*redis.PubSub // by Client; "" the key's own channel
 	dead  map[string]bool          // Clients unsubscribed
 	stop  map[string]bool          // Clients subscribed that make no calls
@@ -87,7 +89,7 @@ type crossCheck struct {
 }
 
 func newCrossCheck(t *testing.T, rdb *redis.Client, key string, claim int64, clients int) *crossCheck {
-	x := &crossCheck{t: t, rdb: rdb, rk: tagKeys("pc", key), claim: claim,
+	x := &crossCheck{t: t, rdb: rdb, rk: tagKeys("pc", key), claim: claim, lease: protocol.CaseLease,
 		subs: map[string]*redis.PubSub{}, dead: map[string]bool{}, stop: map[string]bool{}}
 	t.Cleanup(x.close)
 	names := []string{""}
@@ -121,7 +123,7 @@ func (x *crossCheck) close() {
 // world is the model's world of the key now, its data read from Redis.
 func (x *crossCheck) world() *protocol.World {
 	k, now := x.read()
-	w := protocol.NewWorld(now, x.claim, protocol.CaseLease)
+	w := protocol.NewWorld(now, x.claim, x.lease)
 	w.Key, w.Dead, w.Frozen = k, x.dead, x.stop
 	return w
 }
@@ -167,7 +169,7 @@ func (x *crossCheck) apply(op protocol.Op) error {
 	tl := protocol.Tolerance{Ms: t1 - t0 + slack, Clock: us0, ClockFrom: us0, ClockTo: us1}
 	var diffs []error
 	for _, now := range []int64{t0, t1} { // the script's time is in between
-		w := protocol.NewWorld(now+x.shift, x.claim, protocol.CaseLease)
+		w := protocol.NewWorld(now+x.shift, x.claim, x.lease)
 		w.Key, w.Dead, w.Micros = start, x.dead, us0
 		step := w.Step(op)
 		diff := x.diff(step, reply, got, after, t1, tl)
@@ -215,7 +217,7 @@ func (x *crossCheck) diff(step protocol.Step, reply []any, got map[string][]prot
 // arguments for the model's settings.
 func (x *crossCheck) call(op protocol.Op) ([]any, error) {
 	ctx := context.Background()
-	lease, linger := int64(protocol.CaseLease), min(int64(protocol.CaseLease), 1000)
+	lease, linger := x.lease, min(x.lease, 1000)
 	var cmd *redis.Cmd
 	switch op.Kind {
 	case protocol.OpAcquire:

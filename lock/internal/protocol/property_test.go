@@ -24,7 +24,7 @@ func TestRandomSequences(t *testing.T) {
 		if i%8 == 7 {
 			claim = 0 // quorum mode's calls: no queue
 		}
-		w := NewWorld(start, claim, CaseLease)
+		w := NewWorld(start, claim, RandomLease(r))
 		var ops []Op
 		fail := func(format string, args ...any) {
 			t.Helper()

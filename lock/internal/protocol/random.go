@@ -9,6 +9,14 @@ import (
 // tenth, a half, one and one and a half claim windows, and a lease.
 var lapses = []int64{1, 50, CaseClaim/10 + 1, CaseClaim/10 + 1, CaseClaim / 2, CaseClaim - 1, CaseClaim + 1, CaseClaim + 1, CaseClaim*3/2 + 1, CaseClaim*3/2 + 1, 2 * CaseClaim, CaseLease + 1}
 
+// RandomLease returns a lease (ms) for a random sequence: most often the
+// cases' lease, sometimes one shorter than a second (a queued waiter's
+// place then counts a second, and a released hash lingers the lease) or
+// than the claim window.
+func RandomLease(r *rand.Rand) int64 {
+	return []int64{CaseLease, CaseLease, 300, 1500}[r.IntN(4)]
+}
+
 // RandomOp returns a random event on w's key by one of clients Clients
 // ("c1", "c2" …), each with owners "<client>:1" and "<client>:2": script
 // calls by owners of live Clients (biased towards the holder and the
