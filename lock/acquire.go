@@ -274,29 +274,21 @@ func (h *hold) enter(ctx context.Context, cl *call, via *level) (*level, error) 
 	case end != nil:
 		return nil, end
 	}
-	c := h.c
-	rs := fanOutScripts(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
-		return nd.acquire(ctx, h, n, false)
-	}, func(v []int64) bool { return v[0] == int64(n) })
-	var v votes
-	for _, r := range rs {
-		switch {
-		case r.err != nil:
-			v.errs = append(v.errs, r.err)
-		case r.val[0] == int64(n):
-			v.yes++
-		default:
-			v.no++
-		}
-	}
+	be := h.c.be
+	set := be.nodes()
+	entered := func(v []int64) bool { return v[0] == int64(n) }
+	rs := fanOutScripts(set, ctx, be.timeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
+		return be.acquire(ctx, nd, h, n, false)
+	}, entered)
+	v := tally(rs, entered)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
-	case c.lost(v):
+	case set.lost(v):
 		h.loseLocked(LossKeyGone)
 		return nil, ErrLost
-	case !c.won(v):
-		return nil, fmt.Errorf("lock: re-enter %q: %w", h.key, c.failure(v))
+	case !set.won(v):
+		return nil, fmt.Errorf("lock: re-enter %q: %w", h.key, be.failure(v))
 	case h.end != nil: // lost or closed while the command ran
 		return nil, h.end
 	}

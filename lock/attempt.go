@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,15 +28,12 @@ type attemptResult struct {
 // attempt tries once to take the key for a new owner; with wait, a failed
 // attempt joins the key's wait queue.
 func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
-	c := h.c
+	be := h.c.be
+	set := be.nodes()
 	h.releasing.Store(false) // a minority released after a failed attempt is taken again
 	sent := time.Now()
-	rs := fanOutScripts(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
-		v, err := nd.acquire(ctx, h, 1, wait)
-		if err == nil && v[0] == 1 {
-			h.lateGrant(ctx, nd)
-		}
-		return v, err
+	rs := fanOutScripts(set, ctx, be.timeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
+		return be.acquire(ctx, nd, h, 1, wait)
 	}, func(v []int64) bool { return v[0] == 1 })
 	answered := time.Now()
 	var v votes
@@ -51,7 +50,7 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 			taken = taken || mayHaveRun(r.err)
 		case r.val[0] == 1:
 			v.yes++
-			token = uint64(r.val[1])
+			token = be.token(r.val[1])
 			taken = true
 		default:
 			reserved = reserved || r.val[0] == -2
@@ -61,10 +60,7 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 			}
 		}
 	}
-	if c.won(v) && time.Since(sent) < h.validity() {
-		if len(c.nodes) > 1 {
-			token = 0 // see NewQuorum
-		}
+	if set.won(v) && time.Since(sent) < h.validity() {
 		return attemptResult{ok: true, token: token, sent: sent, ttl: h.lease}, nil
 	}
 	if taken {
@@ -73,24 +69,10 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 			_ = h.release(ctx, 0) // a minority or too late: let others in now
 		}
 	}
-	if len(v.errs) > 0 && len(heldFor)+v.yes < c.quorum {
-		return attemptResult{}, fmt.Errorf("lock: acquire %q: %w", h.key, c.failure(v))
+	if len(v.errs) > 0 && len(heldFor)+v.yes < set.need {
+		return attemptResult{}, fmt.Errorf("lock: acquire %q: %w", h.key, be.failure(v))
 	}
-	return attemptResult{remaining: c.retryDelay(heldFor, c.cfg.nodeTimeoutFor(h.lease)), reserved: reserved, sent: sent, redisAt: redisAt, answered: answered, position: position}, nil
-}
-
-// lateGrant releases the key on nd, which just gave it to h's owner, when
-// the owner's final release was already under way: in quorum mode a call
-// returns at the majority's answer and the other nodes' commands go on in
-// the background, so the release, sent on another connection, may have
-// reached nd first; nd would then keep the key for a whole lease, for an
-// owner long gone, and with two such nodes no one could get a majority.
-func (h *hold) lateGrant(ctx context.Context, nd *node) {
-	if len(h.c.nodes) > 1 && h.releasing.Load() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
-		_, _ = nd.release(rctx, h, 0)
-	}
+	return attemptResult{remaining: set.retryDelay(heldFor, h.c.cfg.nodeTimeoutFor(h.lease)), reserved: reserved, sent: sent, redisAt: redisAt, answered: answered, position: position}, nil
 }
 
 // handedOff turns a hand-off of the key to h's owner into a successful
@@ -103,13 +85,13 @@ func (h *hold) lateGrant(ctx context.Context, nd *node) {
 // holder must confirm with an attempt instead (which sets its lease): a
 // fixed lease, no usable time, or less than half the window left.
 func (h *hold) handedOff(g handOff, last attemptResult) (attemptResult, bool) {
-	if h.fixed || h.c.nodes[0].acks > 0 || last.redisAt == 0 || g.at < last.redisAt {
+	if h.fixed || h.c.cfg.acks > 0 || last.redisAt == 0 || g.at < last.redisAt {
 		return attemptResult{}, false
 	}
 	gap := time.Duration(g.at-last.redisAt) * time.Millisecond
 	start := last.sent.Add(gap - gap/100)
 	// Count on no more than the lease: the first renewal sets the TTL to it.
-	ttl := min(time.Duration(h.c.claim)*time.Millisecond, h.lease)
+	ttl := min(claimWindow, h.lease)
 	if time.Until(start.Add(ttl-h.c.cfg.driftFor(ttl))) < ttl/2 {
 		return attemptResult{}, false
 	}
@@ -129,4 +111,19 @@ func mayHaveRun(err error) bool {
 		return false
 	}
 	return true
+}
+
+// retryDelay is when to try again after an attempt that did not win:
+// heldFor are the remaining leases of the nodes held by other owners. It
+// is the time until enough of them lapse for the set's need to be free;
+// when enough are free already (the vote split between contenders, or the
+// one node's answer came too late), a short random delay, so contenders
+// do not meet again in lockstep.
+func (s *nodeSet) retryDelay(heldFor []time.Duration, timeout time.Duration) time.Duration {
+	need := s.need - (len(s.nodes) - len(heldFor))
+	if need <= 0 {
+		return time.Millisecond + rand.N(2*timeout)
+	}
+	slices.Sort(heldFor)
+	return heldFor[need-1]
 }

@@ -43,13 +43,10 @@ type UnlockFunc func() error
 // Client takes locks on one Redis deployment. It is safe for concurrent
 // use. Create it with [New] and call [Client.Close] when done.
 type Client struct {
-	nodes    []*node // one, or several independent masters in quorum mode
-	quorum   int     // nodes that must confirm: len(nodes)/2 + 1
-	claim    int64   // claim window (ms) of the wait queue; 0 in quorum mode, which has none
-	claimArg any     // claim, boxed once for script calls
-	cfg      config
-	id       string // random, then host, pid and label (see clientID); every owner is id:seq
-	seq      atomic.Uint64
+	be  backend // where the locks are kept: New's single, NewQuorum's quorum
+	cfg config
+	id  string // random, then host, pid and label (see clientID); every owner is id:seq
+	seq atomic.Uint64
 
 	// The default lease and its linger time (see newHold) in ms, boxed
 	// once for script calls.
@@ -104,7 +101,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err := checkRedis(rdb); err != nil {
 		return nil, err
 	}
-	return newClient([]redis.UniversalClient{rdb}, opts)
+	return newClient([]redis.UniversalClient{rdb}, opts, newSingle)
 }
 
 // checkRedis refuses a Redis client a lock cannot live on.
@@ -118,7 +115,9 @@ func checkRedis(rdb redis.UniversalClient) error {
 	return nil
 }
 
-func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
+// newClient makes a Client on the nodes of rdbs, kept by the backend
+// newBackend makes.
+func newClient(rdbs []redis.UniversalClient, opts []Option, newBackend func(*Client, []*node) backend) (*Client, error) {
 	cfg := config{lease: DefaultLease, prefix: DefaultPrefix, logger: slog.Default()}
 	for _, o := range opts {
 		o(&cfg)
@@ -130,30 +129,21 @@ func newClient(rdbs []redis.UniversalClient, opts []Option) (*Client, error) {
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, fmt.Errorf("lock: owner id: %w", err)
 	}
-	c := &Client{
-		quorum: len(rdbs)/2 + 1,
-		cfg:    cfg,
-		id:     clientID(id, hostName(), cfg.label),
-	}
-	for _, rdb := range rdbs {
+	c := &Client{cfg: cfg, id: clientID(id, hostName(), cfg.label)}
+	nodes := make([]*node, len(rdbs))
+	for i, rdb := range rdbs {
 		nd, err := newNode(rdb, cfg)
 		if err != nil {
 			return nil, err
 		}
-		c.nodes = append(c.nodes, nd)
+		nodes[i] = nd
 	}
-	if len(c.nodes) == 1 {
-		c.claim = claimWindow.Milliseconds()
-	}
-	c.claimArg = c.claim
 	c.leaseArg, c.lingerArg = leaseArgs(cfg.lease)
 	c.keys = newKeyCache(cfg.prefix)
 	c.tasks = newTasks()
 	c.life, c.stop = context.WithCancel(cfg.background())
 	c.calls = make(map[*call]struct{})
-	if nd := c.nodes[0]; len(c.nodes) == 1 && !nd.sharded && nd.acks == 0 {
-		nd.pipe = newPipe(nd, c.tasks, c.life)
-	}
+	c.be = newBackend(c, nodes)
 	c.closed = make(chan struct{})
 	c.wd = newWatchdog(c)
 	c.wt = newWaiters(c)
@@ -232,7 +222,7 @@ func (c *Client) releaseAll(holds []*hold, deadline time.Time) {
 func (c *Client) onEveryNode(deadline time.Time, f func(context.Context, *node)) {
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(c.life), deadline)
 	defer cancel()
-	fanOut(c, ctx, 0, func(ctx context.Context, nd *node) (struct{}, error) {
+	fanOut(c.be.nodes(), ctx, 0, func(ctx context.Context, nd *node) (struct{}, error) {
 		f(ctx, nd)
 		return struct{}{}, nil
 	}, nil)

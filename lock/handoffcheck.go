@@ -14,31 +14,31 @@ import (
 // place half a window longer (see hand_off in queue.lua), and a turn the
 // check started may be missed too: while the first waiter's turn or place
 // is still on, the key is checked again when it ends (see checkIn). One
-// check at a time per key.
-func (w *waiters) checkLater(h *hold) {
-	w.checkIn(h.rk, h.leaseArg, claimWindow+checkMargin)
+// check at a time per key. nd is the node h's release ran on.
+func (w *waiters) checkLater(nd *node, h *hold) {
+	w.checkIn(nd, h.rk, h.leaseArg, claimWindow+checkMargin)
 }
 
 // checkMargin is how long after a turn or place ends a check runs.
 const checkMargin = 5 * time.Millisecond
 
-// checkIn has rk's key checked in d, and again while the check finds a
+// checkIn has rk's key checked on nd in d, and again while the check finds a
 // waiter's turn or place that ends within a window and a half (a hand-off
 // or a turn; not a waiter queued behind a held lease).
-func (w *waiters) checkIn(rk redisKeys, lease any, d time.Duration) {
+func (w *waiters) checkIn(nd *node, rk redisKeys, lease any, d time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed || w.checks[rk.lock] != nil {
 		return
 	}
-	pc := &pendingCheck{rk: rk, lease: lease}
+	pc := &pendingCheck{nd: nd, rk: rk, lease: lease}
 	pc.timer = time.AfterFunc(d, func() {
 		w.mu.Lock()
 		delete(w.checks, pc.rk.lock)
 		w.mu.Unlock()
 		w.c.tasks.run(func() {
-			if again := w.c.check(pc.rk, pc.lease); again > 0 && again <= claimWindow+claimWindow/2 {
-				w.checkIn(pc.rk, pc.lease, again+checkMargin)
+			if again := w.c.check(pc.nd, pc.rk, pc.lease); again > 0 && again <= claimWindow+claimWindow/2 {
+				w.checkIn(pc.nd, pc.rk, pc.lease, again+checkMargin)
 			}
 		})
 	})
@@ -48,19 +48,19 @@ func (w *waiters) checkIn(rk redisKeys, lease any, d time.Duration) {
 // A pendingCheck is a check after a hand-off that is not due yet.
 type pendingCheck struct {
 	timer *time.Timer
+	nd    *node
 	rk    redisKeys
 	lease any
 }
 
-// check runs acquire.lua's check mode on rk's key, bounded by
+// check runs acquire.lua's check mode on rk's key on nd, bounded by
 // cleanupTimeout, and returns when the first waiter's turn or place ends
 // (0: the key is held, nobody waits, or Redis did not answer: the
 // waiters' own timers remain).
-func (c *Client) check(rk redisKeys, lease any) time.Duration {
+func (c *Client) check(nd *node, rk redisKeys, lease any) time.Duration {
 	ctx, cancel := context.WithTimeout(c.life, cleanupTimeout)
 	defer cancel()
-	nd := c.nodes[0]
-	v, err := nd.run(ctx, acquireScript, rk, c.newOwner(false), lease, 1, c.claimArg, checkMode, nd.publish).Int64Slice()
+	v, err := nd.run(ctx, acquireScript, rk, c.newOwner(false), lease, 1, nd.claimArg, checkMode, nd.publish).Int64Slice()
 	if err != nil || len(v) < 2 {
 		return 0
 	}
@@ -79,7 +79,7 @@ func (c *Client) handOverChecks(pending []*pendingCheck, deadline time.Time) {
 	c.onEveryNode(deadline, func(ctx context.Context, nd *node) {
 		nd.pipelined(ctx, len(pending), func(i int) (script, []string, []any) {
 			pc := pending[i]
-			return acquireScript, pc.rk.keys(), []any{c.newOwner(false), pc.lease, 1, c.claimArg, watchMode, nd.publish}
+			return acquireScript, pc.rk.keys(), []any{c.newOwner(false), pc.lease, 1, nd.claimArg, watchMode, nd.publish}
 		})
 	})
 }

@@ -24,7 +24,7 @@ type hold struct {
 	ownerArg, leaseArg, lingerArg any
 	handed                        atomic.Bool // the key was handed over, with the claim window's TTL, and the holder has yet to confirm
 	// releasing is set before the owner's final release is sent (see
-	// lateGrant).
+	// quorum.lateGrant).
 	releasing atomic.Bool
 
 	// mayHold tells that an attempt that did not succeed may have taken

@@ -155,7 +155,8 @@ func Held(ctx context.Context, key string) bool {
 // so storage can reject writes from a stale holder. Re-entries share the outermost acquisition's token. A
 // Client made by [NewQuorum] has no tokens: ok is false.
 func FencingToken(ctx context.Context, key string) (uint64, bool) {
-	if l := findLevel(ctx, nil, key); l != nil && len(l.h.c.nodes) == 1 && l.h.live() {
+	// Tokens start at 1; a hold without one (see backend.token) has 0.
+	if l := findLevel(ctx, nil, key); l != nil && l.h.token != 0 && l.h.live() {
 		return l.h.token, true
 	}
 	return 0, false

@@ -55,15 +55,25 @@ func (c *Client) Held(ctx context.Context, pattern string) iter.Seq2[LockInfo, e
 			}
 			return globMatch(pattern, key)
 		}
+		// Every node's servers first: a lock is named by its server (Node)
+		// when more than one server may hold it, a node that failed
+		// counting as one.
+		nodes := c.be.nodes().nodes
+		servers := make([][]*redis.Client, len(nodes))
+		failed := make([]error, len(nodes))
+		spread := 0
+		for i, nd := range nodes {
+			servers[i], failed[i] = c.servers(ctx, nd)
+			spread += max(len(servers[i]), 1)
+		}
 		var errs []error
-		for _, nd := range c.nodes {
-			servers, err := c.servers(ctx, nd)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("lock: held %q: %s: %w", pattern, nodeAddr(nd.rdb), redisError(err)))
+		for i, nd := range nodes {
+			if failed[i] != nil {
+				errs = append(errs, fmt.Errorf("lock: held %q: %s: %w", pattern, nodeAddr(nd.rdb), redisError(failed[i])))
 				continue
 			}
-			for _, srv := range servers {
-				ok, err := c.scan(ctx, srv, match, keep, len(c.nodes) > 1 || len(servers) > 1, yield)
+			for _, srv := range servers[i] {
+				ok, err := c.scan(ctx, srv, match, keep, spread > 1, yield)
 				if !ok {
 					return
 				}

@@ -2,9 +2,7 @@ package lock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,8 +10,8 @@ import (
 )
 
 // node is one Redis deployment locks are written to: a server, a
-// replicated server behind one client, or a Redis Cluster. A Client has
-// one node, or several independent ones in quorum mode.
+// replicated server behind one client, or a Redis Cluster. The single
+// backend has one node, the quorum backend several independent ones.
 type node struct {
 	rdb     redis.UniversalClient
 	sharded bool // Redis Cluster: sharded pub/sub, one lease per renew call
@@ -26,56 +24,18 @@ type node struct {
 	// Concurrent script calls share round trips (see pipe). Nil on Redis
 	// Cluster, where a pipeline would wait for every master it reaches;
 	// with WithReplicaAck, whose WAIT follows each write on its
-	// connection; and in quorum mode, where a node's command goes on after
-	// the call returned at the majority's answer (see hold.lateGrant).
+	// connection; and in the quorum backend, where a node's command goes on
+	// after the call returned at the majority's answer (see
+	// quorum.lateGrant).
 	pipe *pipe
 
-	// Quorum mode: a node that failed failLimit times in a row is not
-	// called until skipUntil, then once, as a probe (see available).
-	mu        sync.Mutex
-	fails     int
-	skipUntil time.Time
-}
+	// claimArg is the claim window of the key's wait queue in ms, boxed
+	// once for script calls: 0 where the backend keeps no queue.
+	claimArg any
 
-// failLimit failures in a row make a quorum node be skipped for
-// downBackoff, after which one call probes it.
-const (
-	failLimit   = 3
-	downBackoff = time.Second
-)
-
-// available reports whether a call should be sent to the node: not while
-// it is skipped after repeated failures, except for one probe each
-// downBackoff.
-func (nd *node) available() bool {
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	if nd.fails < failLimit {
-		return true
-	}
-	now := time.Now()
-	if now.Before(nd.skipUntil) {
-		return false
-	}
-	nd.skipUntil = now.Add(downBackoff) // this call probes it
-	return true
-}
-
-// observe records the outcome of a call: an error that is not Redis's
-// reply (no answer in time, no connection) counts as a failure of the
-// node; anything else makes it healthy again.
-func (nd *node) observe(err error) {
-	var re redis.Error
-	failed := err != nil && !errors.As(err, &re)
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	if !failed {
-		nd.fails = 0
-		return
-	}
-	if nd.fails++; nd.fails == failLimit {
-		nd.skipUntil = time.Now().Add(downBackoff)
-	}
+	// health is tracked by the quorum backend, which skips a node that
+	// failed repeatedly (see health); nil: the node is always called.
+	health *health
 }
 
 func newNode(rdb redis.UniversalClient, cfg config) (*node, error) {

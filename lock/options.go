@@ -279,17 +279,8 @@ func (c *config) driftFor(lease time.Duration) time.Duration {
 	return lease/100 + 2*time.Millisecond
 }
 
-// callTimeout bounds each node's answer to a call about a lock with this
-// lease: 0 (no bound of lockkit's own, go-redis's timeouts apply) with one
-// node, the node timeout in quorum mode.
-func (c *Client) callTimeout(lease time.Duration) time.Duration {
-	if len(c.nodes) == 1 {
-		return 0
-	}
-	return c.cfg.nodeTimeoutFor(lease)
-}
-
-// nodeTimeoutFor bounds one node's answer in quorum mode.
+// nodeTimeoutFor bounds one node's answer in quorum mode (see
+// [WithNodeTimeout]).
 func (c *config) nodeTimeoutFor(lease time.Duration) time.Duration {
 	if c.nodeTimeout > 0 {
 		return c.nodeTimeout

@@ -37,17 +37,12 @@ func (w *waiters) released(rk redisKeys, next handOff) {
 	signal(w.toWake(rk, next))
 }
 
-// letGo wakes this process's first waiter of h's key when h's final
-// release in quorum mode let go of a node: its message wakes the first
-// waiter of every other Client, and a Client skips its own messages. Also
-// after a release that did not win, as when two Lock calls of this Client
-// split the nodes: each lets go of its minority, and neither would try
-// again until the lease it last saw ends. Not h's own waiter, whose
-// attempt let go of a minority and tries again when that attempt said.
-func (w *waiters) letGo(h *hold) {
+// wakeFirst wakes this process's first waiter of rk's key, unless its
+// owner is except (see backend.freed).
+func (w *waiters) wakeFirst(rk redisKeys, except string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if q := w.queues[w.c.waitChannel(h.rk)]; q != nil && len(q.list) > 0 && q.list[0].owner != h.owner {
+	if q := w.queues[w.c.be.channel(rk)]; q != nil && len(q.list) > 0 && q.list[0].owner != except {
 		signal(q.list[0].wake)
 	}
 }
@@ -60,7 +55,7 @@ func (w *waiters) toWake(rk redisKeys, next handOff) chan struct{} {
 	if len(w.queues) == 0 {
 		return nil
 	}
-	q := w.queues[w.c.waitChannel(rk)]
+	q := w.queues[w.c.be.channel(rk)]
 	switch {
 	case q == nil:
 		return nil
@@ -129,7 +124,7 @@ func (w *waiters) join(h *hold, subscribe bool) (*queue, *waiter, bool) {
 	if len(w.queues) == 0 && !subscribe {
 		return nil, nil, false
 	}
-	channel := w.c.waitChannel(h.rk)
+	channel := w.c.be.channel(h.rk)
 	q := w.queues[channel]
 	if q == nil && !subscribe {
 		return nil, nil, false
@@ -167,7 +162,7 @@ func (w *waiters) leave(q *queue, me *waiter) {
 	q.list = slices.DeleteFunc(q.list, func(x *waiter) bool { return x == me })
 	switch {
 	case len(q.list) > 0:
-		if wasFirst && (w.c.claim == 0 || time.Now().Before(w.slowUntil)) {
+		if wasFirst && (!w.c.be.queued() || time.Now().Before(w.slowUntil)) {
 			signal(q.list[0].wake) // the next one tries in its place (or polls: see slowMessage)
 		}
 		if d, ok := me.pendingWatch(); ok { // the next one checks in its place
@@ -280,14 +275,4 @@ func parseTurn(s string) handOff {
 		return handOff{owner: owner}
 	}
 	return g
-}
-
-// waitChannel is the channel this Client's waiters of rk's key listen on:
-// its own (see queue.lua), or in quorum mode, which has no queue, the
-// key's.
-func (c *Client) waitChannel(rk redisKeys) string {
-	if c.claim == 0 {
-		return rk.channel
-	}
-	return rk.channel + ":" + c.id
 }

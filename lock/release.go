@@ -84,54 +84,28 @@ func (l *level) unlock() error {
 // announcing the release at 0, and returns ErrLost when the owner no longer
 // held the key. It waits for Redis until ctx is done.
 func (h *hold) release(ctx context.Context, n int) error {
-	c := h.c
+	be := h.c.be
+	set := be.nodes()
 	v := h.releaseVotes(ctx, n)
-	if n == 0 && len(c.nodes) > 1 && v.yes > 0 {
-		c.wt.letGo(h)
+	if n == 0 && v.yes > 0 {
+		be.freed(h.rk, h.owner)
 	}
 	switch {
-	case c.won(v):
+	case set.won(v):
 		return nil
-	case c.lost(v):
+	case set.lost(v):
 		return ErrLost
 	}
-	return fmt.Errorf("lock: release %q: %w", h.key, c.failure(v))
+	return fmt.Errorf("lock: release %q: %w", h.key, be.failure(v))
 }
 
-// releaseVotes runs release.lua on every node and tallies the answers.
-// With one node, a final release wakes this process's waiter the key was
-// handed to as soon as Redis answers (see releaseReplied).
+// releaseVotes runs release.lua on every node and tallies the answers
+// (see backend.release).
 func (h *hold) releaseVotes(ctx context.Context, n int) votes {
-	c := h.c
 	if n == 0 {
 		h.releasing.Store(true)
 	}
-	rs := fanOutScripts(c, ctx, c.callTimeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
-		if d, ok := ctx.Deadline(); ok && len(c.nodes) > 1 && !c.isClosed() {
-			// Not cut off when the caller returns at the majority's
-			// answer, only at the deadline or Close: a node slower to
-			// start would keep the key for a whole lease
-			// (TestQuorumReleaseReachesSlowNode).
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
-			defer cancel()
-			defer context.AfterFunc(c.life, cancel)()
-		}
-		r, err := nd.release(ctx, h, n)
-		return r.ok && err == nil, err
-	}, func(ok bool) bool { return ok })
-	var v votes
-	for _, r := range rs {
-		switch {
-		case r.err != nil:
-			v.errs = append(v.errs, r.err)
-		case r.val:
-			v.yes++
-		default:
-			v.no++
-		}
-	}
-	return v
+	return h.c.be.release(ctx, h, n)
 }
 
 // unlockContext is the context of an unlock's Redis calls: without the

@@ -3,8 +3,6 @@ package lock
 import (
 	"context"
 	"fmt"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // renewChunk is how many leases one renew.lua call extends on a single
@@ -46,7 +44,7 @@ func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 	cmds := nd.pipelined(ctx, len(parts), func(i int) (script, []string, []any) {
 		if i < confirms {
 			h := parts[i][0]
-			return acquireScript, h.rk.keys(), []any{h.ownerArg, h.leaseArg, 1, h.c.claimArg, confirm, nd.publish}
+			return acquireScript, h.rk.keys(), []any{h.ownerArg, h.leaseArg, 1, nd.claimArg, confirm, nd.publish}
 		}
 		keys := make([]string, len(parts[i]))
 		args := make([]any, 0, 2*len(parts[i]))
@@ -78,31 +76,4 @@ func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 		ordered[i] = states[h]
 	}
 	return ordered
-}
-
-// groups splits batch by the Redis server that serves each lease: on Redis
-// Cluster one group per master, so that a master down or stuck delays only
-// the leases it serves; elsewhere one group.
-func (c *Client) groups(ctx context.Context, batch []*hold) [][]*hold {
-	cc, ok := c.nodes[0].rdb.(*redis.ClusterClient)
-	if !ok || len(c.nodes) > 1 {
-		return [][]*hold{batch}
-	}
-	by := make(map[string][]*hold)
-	var order []string
-	for _, h := range batch {
-		addr := "" // unknown: one group of its own
-		if m, err := cc.MasterForKey(ctx, h.rk.lock); err == nil {
-			addr = m.Options().Addr
-		}
-		if by[addr] == nil {
-			order = append(order, addr)
-		}
-		by[addr] = append(by[addr], h)
-	}
-	groups := make([][]*hold, len(order))
-	for i, addr := range order {
-		groups[i] = by[addr]
-	}
-	return groups
 }

@@ -14,7 +14,7 @@ func (c *Client) Time(ctx context.Context) (time.Time, error) {
 	if c.isClosed() {
 		return time.Time{}, ErrClosed
 	}
-	rs := fanOut(c, ctx, c.callTimeout(c.cfg.lease), func(ctx context.Context, nd *node) (time.Time, error) {
+	rs := fanOut(c.be.nodes(), ctx, c.be.timeout(c.cfg.lease), func(ctx context.Context, nd *node) (time.Time, error) {
 		return nd.rdb.Time(ctx).Result()
 	}, nil)
 	var err error

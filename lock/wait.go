@@ -42,7 +42,7 @@ type waiters struct {
 
 func newWaiters(c *Client) *waiters {
 	w := &waiters{c: c, queues: make(map[string]*queue), checks: make(map[string]*pendingCheck)}
-	for _, nd := range c.nodes {
+	for _, nd := range c.be.nodes().nodes {
 		w.subs = append(w.subs, newSubscriber(w, nd))
 	}
 	return w
@@ -63,12 +63,12 @@ const unansweredAfter = 100 * time.Millisecond
 // holder's lease, or the turn of the waiter before) even if no release is
 // announced, so a lost message delays it, never strands it.
 //
-// With one Redis, every waiter is in the key's wait queue in Redis: a
-// release hands the key to the first, which learns it from the message
-// (or from the releasing call, in this process) and starts without another
-// command; a waiter given a turn instead tries. In quorum mode, which has
-// no such queue, only this process's first waiter of the key tries, so a
-// release does not send every local waiter at Redis at once.
+// Where Redis keeps the key's wait queue (see backend.queued), every
+// waiter is in it: a release hands the key to the first, which learns it
+// from the message (or from the releasing call, in this process) and
+// starts without another command; a waiter given a turn instead tries.
+// Without such a queue, only this process's first waiter of the key
+// tries, so a release does not send every local waiter at Redis at once.
 func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confirmed bool, last attemptResult) (attemptResult, error) {
 	ready := q.ready
 	if confirmed {
@@ -106,7 +106,7 @@ func (w *waiters) wait(ctx context.Context, h *hold, q *queue, me *waiter, confi
 			if res, ok := h.handedOff(g, last); ok {
 				return res, nil
 			}
-		} else if w.c.claim == 0 && !w.isFirst(q, me) {
+		} else if !w.c.be.queued() && !w.isFirst(q, me) {
 			due = time.Now().Add(retryAfter(last.remaining))
 			retry.Reset(retryAfter(last.remaining))
 			continue
