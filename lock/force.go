@@ -70,7 +70,7 @@ func IfHeldBy(owner string) ForceOption {
 // is this Client's, its hold ends with ErrLost before ForceUnlock returns
 // (package locktest's Lose uses this).
 //
-// Like [Client.Inspect], ForceUnlock takes the Name [Client.Held] lists
+// Like [Client.Inspect], ForceUnlock takes the Name [Client.List] lists
 // for a key stored by its digest in place of that key.
 //
 // Errors: [ErrNotHeld] when no one holds key (nothing changes; a lock

@@ -13,19 +13,19 @@ import (
 )
 
 // MaxListedWaiters is how many waiters from the front of a lock's queue
-// [Client.Inspect] and [Client.Held] return (LockInfo.Waiters).
+// [Client.Inspect] and [Client.List] return (LockInfo.Waiters).
 const MaxListedWaiters = 10
 
 // LockInfo is what Redis holds about one lock, read in one atomic step.
 type LockInfo struct {
-	// Key is the lock's key. [Client.Held] leaves it empty for a key
+	// Key is the lock's key. [Client.List] leaves it empty for a key
 	// stored by its digest (escaped, longer than 128 bytes), and so does
 	// [Client.Inspect] of such a lock by its Name: Name then tells which.
 	Key string
 	// Name is the lock's hash in Redis, e.g. "lockkit:{orders:42}".
 	Name string
 	// Node is the address of the Redis server the lock was read from, in
-	// quorum mode and when [Client.Held] lists a Redis Cluster's masters.
+	// quorum mode and when [Client.List] lists a Redis Cluster's masters.
 	Node string
 
 	// Held tells that an owner holds the lock: Holder, with HoldCount
@@ -84,7 +84,7 @@ type Waiter struct {
 // 0, as quorum mode has no fencing tokens.
 //
 // A key stored by its digest (longer than 128 bytes once escaped) can be
-// named by its Name, as [Client.Held] lists it ("<prefix>:{%h<digest>}"):
+// named by its Name, as [Client.List] lists it ("<prefix>:{%h<digest>}"):
 // Inspect then reads that lock and leaves Key empty, and
 // [Client.ForceUnlock] takes that name too. (A key that is itself such a
 // name can therefore not be inspected or forced by these two calls.)

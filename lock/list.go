@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// scanCount is the COUNT hint of each SCAN step of Held.
+// scanCount is the COUNT hint of each SCAN step of List.
 const scanCount = 500
 
 // globEscaper escapes the characters of a prefix that SCAN's MATCH would
@@ -21,7 +21,7 @@ var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`
 // tagUnescaper undoes tagEscaper.
 var tagUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
 
-// Held lists the locks whose key matches pattern (a glob as in Redis's
+// List lists the locks whose key matches pattern (a glob as in Redis's
 // SCAN: '*', '?', [abc], '\' escapes) that are held or kept for a queued
 // waiter's turn, in no set order, each read as by [Client.Inspect]. It
 // scans with SCAN, never KEYS: on a Redis Cluster every master, in quorum
@@ -42,7 +42,7 @@ var tagUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
 // server, and the failures are yielded, joined, as the last element,
 // after everything the others hold was listed. Every Redis call returns
 // within ctx's deadline.
-func (c *Client) Held(ctx context.Context, pattern string) iter.Seq2[LockInfo, error] {
+func (c *Client) List(ctx context.Context, pattern string) iter.Seq2[LockInfo, error] {
 	return func(yield func(LockInfo, error) bool) {
 		if err := checkPattern(pattern); err != nil {
 			yield(LockInfo{}, err)
@@ -69,7 +69,7 @@ func (c *Client) Held(ctx context.Context, pattern string) iter.Seq2[LockInfo, e
 		var errs []error
 		for i, nd := range nodes {
 			if failed[i] != nil {
-				errs = append(errs, fmt.Errorf("lock: held %q: %s: %w", pattern, nodeAddr(nd.rdb), redisError(failed[i])))
+				errs = append(errs, fmt.Errorf("lock: list %q: %s: %w", pattern, nodeAddr(nd.rdb), redisError(failed[i])))
 				continue
 			}
 			for _, srv := range servers[i] {
@@ -173,7 +173,7 @@ func (c *Client) scan(ctx context.Context, srv *redis.Client, match string, keep
 			return err
 		})
 		if err != nil {
-			return true, fmt.Errorf("lock: held: %s: %w", addr, redisError(err))
+			return true, fmt.Errorf("lock: list: %s: %w", addr, redisError(err))
 		}
 		for _, info := range infos {
 			key, ok := c.keyOf(info.Name)

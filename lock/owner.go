@@ -21,7 +21,7 @@ const maxOwner = 64
 // WithOwnerLabel adds label to the owner every hold of the Client writes
 // to Redis, next to the host name and process id that are always there,
 // so that an operator who finds a key held ([Client.Inspect],
-// [Client.Held], the lockkit command) can tell which process holds it:
+// [Client.List], the lockkit command) can tell which process holds it:
 // a pod or instance name, a service and version. The label must be 1 to
 // [MaxOwnerLabel] bytes of printable ASCII without spaces. Default: no
 // label.

@@ -27,7 +27,7 @@ func runLs(ctx context.Context, c *cli, args []string) int {
 	defer cancel()
 	var infos []lock.LockInfo
 	var failed error // a server that failed: reported after what the others hold
-	for info, err := range c.client.Held(ctx, pattern) {
+	for info, err := range c.client.List(ctx, pattern) {
 		switch {
 		case errors.Is(err, lock.ErrInvalid):
 			return c.usageErr("%v", err)
