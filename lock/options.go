@@ -161,7 +161,7 @@ type lockConfig struct {
 	untilUnlock bool
 	name        string // WithName
 	nameSet     bool
-	internal    bool // WithInternal
+	internal    bool // Integration.Internal
 }
 
 // WithLease sets the lease of this lock: Redis keeps the key at most this
@@ -206,23 +206,6 @@ func WithMaxWait(d time.Duration) LockOption {
 // acquisition decides).
 func WithHoldUntilUnlock() LockOption {
 	return func(c *lockConfig) { c.untilUnlock = true }
-}
-
-// CheckLockOptions reports, as an error wrapping [ErrInvalid], whether
-// opts would make every Lock or TryLock fail, checked with the default
-// drift allowance (a Client with [WithDrift] checks its own again). Use it
-// to refuse a configuration when a service starts rather than on every
-// call, as package ginlock does when a route is registered.
-func CheckLockOptions(opts ...LockOption) error {
-	_, err := (&config{lease: DefaultLease}).lockConfig(opts)
-	return err
-}
-
-// CheckLockOptions is [CheckLockOptions] with this Client's default lease
-// and drift allowance: nil when the Client's Lock and TryLock accept opts.
-func (c *Client) CheckLockOptions(opts ...LockOption) error {
-	_, err := c.cfg.lockConfig(opts)
-	return err
 }
 
 // lockConfig applies opts over the Client's defaults and validates them.

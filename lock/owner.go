@@ -65,7 +65,7 @@ type Owner struct {
 	PID  int
 	// Label is the label of [WithOwnerLabel], if any.
 	Label string
-	// Internal tells an owner of a lock taken with [WithInternal]: an
+	// Internal tells an owner of a lock taken with [Integration.Internal]: an
 	// integration's own bookkeeping, such as cronlock's tick markers, which
 	// listings for people (lockkit ls) keep apart from the users' locks.
 	// Its sequence starts with '_'.

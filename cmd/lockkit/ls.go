@@ -11,7 +11,7 @@ import (
 )
 
 func lsFlags(fs *flag.FlagSet, c *cli) {
-	fs.BoolVar(&c.internal, "internal", false, "also list the locks integrations take for their own bookkeeping (lock.WithInternal, such as cronlock's tick markers)")
+	fs.BoolVar(&c.internal, "internal", false, "also list the locks integrations take for their own bookkeeping (lock.Integration.Internal, such as cronlock's tick markers)")
 }
 
 // runLs lists held locks matching the pattern, sorted by key, without
