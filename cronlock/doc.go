@@ -110,5 +110,5 @@
 // keeps a fencing hash in Redis for good (about 136 bytes): two per job
 // name, whatever the number of ticks. Both locks carry one telemetry name,
 // "cronlock:N" ([lock.WithName]); the tick marker is marked
-// [lock.WithInternal].
+// [lock.Integration.Internal].
 package cronlock

@@ -83,7 +83,7 @@ type fakeTimeLocker struct {
 }
 
 func (l fakeTimeLocker) Time(ctx context.Context) (time.Time, error) {
-	if _, err := l.Client.Time(ctx); err != nil {
+	if _, err := l.Client.Integration().Time(ctx); err != nil {
 		return time.Time{}, err
 	}
 	return l.clock.now(), nil

@@ -59,7 +59,7 @@ func (e *entry) takeMarker(a Attempt, hold time.Duration, late time.Time) (lock.
 		// bound: an answer after it could not be trusted anyway.
 		// Bookkeeping, not the job's work: observers record no trace of it.
 		_, unlock, err := s.locker.TryLock(context.Background(), e.tickKey,
-			named(e.name, lock.WithFixedLease(lease), lock.WithMaxWait(max(late.Sub(now), minBound)), lock.WithInternal())...)
+			named(e.name, lock.WithFixedLease(lease), lock.WithMaxWait(max(late.Sub(now), minBound)), lock.Integration{}.Internal())...)
 		switch {
 		case err == nil:
 			m.settle(s.now(), true)
@@ -96,7 +96,7 @@ func (e *entry) refused(a Attempt, err error, hold time.Duration, sent time.Time
 	if !ok {
 		return a.notObtained(err, OutcomeSkippedTickDone)
 	}
-	if _, redisTime := e.s.locker.(redisClock); redisTime {
+	if _, redisTime := clockOf(e.s.locker); redisTime {
 		// Its clock agrees with the others': they are on Redis's too, or
 		// run no tick (see timeKnown).
 		a.Outcome = OutcomeSkippedOtherSpec

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/lockkit/lockkit/lock"
 )
 
 // offsetEvery is how often a started Scheduler measures its clock's
@@ -13,9 +15,23 @@ const (
 	offsetRetry = time.Second
 )
 
-// redisClock is a Locker that can tell Redis's time, as [lock.Client] does.
+// redisClock tells Redis's time: a Locker's own Time method, or a
+// [lock.Client]'s (see [lock.Integration.Time]).
 type redisClock interface {
 	Time(ctx context.Context) (time.Time, error)
+}
+
+// clockOf returns what tells Redis's time for locker, and whether
+// anything can: locker itself when it has a Time method (a wrapper's
+// takes precedence over the Client it wraps), else its Client's.
+func clockOf(locker lock.Locker) (redisClock, bool) {
+	switch l := locker.(type) {
+	case redisClock:
+		return l, true
+	case interface{ Integration() lock.Integration }:
+		return l.Integration(), true
+	}
+	return nil, false
 }
 
 // now is the Scheduler's time: its clock corrected by the last measured
@@ -29,7 +45,7 @@ func (s *Scheduler) now() time.Time {
 // keeps its own clock (the Locker cannot tell Redis's time), and once the
 // offset was measured when it keeps Redis's.
 func (s *Scheduler) timeKnown() bool {
-	_, redis := s.locker.(redisClock)
+	_, redis := clockOf(s.locker)
 	return !redis || s.measured.Load()
 }
 

@@ -64,7 +64,7 @@ func (c *slowFirstTime) Time(ctx context.Context) (time.Time, error) {
 	if c.calls.Add(1) == 1 {
 		time.Sleep(c.delay)
 	}
-	return c.Client.Time(ctx)
+	return c.Client.Integration().Time(ctx)
 }
 
 // A Scheduler measures its offset over the shortest of a few round trips,
@@ -96,7 +96,7 @@ type slowTime struct {
 
 func (c slowTime) Time(ctx context.Context) (time.Time, error) {
 	time.Sleep(c.delay)
-	return c.Client.Time(ctx)
+	return c.Client.Integration().Time(ctx)
 }
 
 // A measurement whose shortest round trip is longer than the skew

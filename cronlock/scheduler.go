@@ -279,7 +279,7 @@ func (s *Scheduler) Start() {
 		return
 	}
 	s.started = true
-	rc, ok := s.locker.(redisClock)
+	rc, ok := clockOf(s.locker)
 	if ok {
 		s.measureOffset(rc) // before the first tick fires (at most 1 s)
 	}

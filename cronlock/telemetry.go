@@ -11,7 +11,7 @@ const lockNamePrefix = "cronlock:"
 
 // named returns opts after a [lock.WithName] that names the locks of job
 // "cronlock:<job>": one name per job, the run lock and the tick marker
-// alike (observers tell the marker by [lock.WithInternal]), whatever the
+// alike (observers tell the marker by [lock.Integration.Internal]), whatever the
 // tick. A name that WithName would refuse (too long, not UTF-8) gets no
 // name.
 func named(job string, opts ...lock.LockOption) []lock.LockOption {

@@ -132,7 +132,7 @@ func (s *Scheduler) schedules(parsed cron.Schedule) (ticks, fires cron.Schedule)
 		ticks = every{cd.Delay}
 	}
 	fires = ticks
-	if _, ok := s.locker.(redisClock); ok || s.cfg.shifted {
+	if _, ok := clockOf(s.locker); ok || s.cfg.shifted {
 		fires = clockSchedule{ticks, s.ahead}
 	}
 	return ticks, fires

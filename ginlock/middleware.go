@@ -114,8 +114,8 @@ func mustMiddleware(fn string, locker lock.Locker, key string, opts []Option) *m
 	if err == nil && isNil(locker) {
 		err = fmt.Errorf("ginlock: %s(nil Locker, %q)", fn, key)
 	}
-	if c, ok := locker.(optionChecker); ok && err == nil {
-		if err = c.CheckLockOptions(m.cfg.lockOpts...); err != nil {
+	if c, ok := locker.(integrated); ok && err == nil {
+		if err = c.Integration().CheckLockOptions(m.cfg.lockOpts...); err != nil {
 			err = fmt.Errorf("ginlock: template %q: WithLockOptions: %w", key, err)
 		}
 	}
@@ -133,10 +133,10 @@ func Validate(key string, opts ...Option) error {
 	return err
 }
 
-// optionChecker is a Locker that checks lock options against its own
-// defaults, as [lock.Client.CheckLockOptions] does.
-type optionChecker interface {
-	CheckLockOptions(opts ...lock.LockOption) error
+// integrated is a Locker that checks lock options against its own
+// defaults, as a [lock.Client] does through [lock.Integration].
+type integrated interface {
+	Integration() lock.Integration
 }
 
 func isNil(l lock.Locker) bool {

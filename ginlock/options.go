@@ -143,7 +143,7 @@ func newConfig(t *template, opts []Option) (config, error) {
 	if cfg.retryAfter <= 0 {
 		return cfg, fmt.Errorf("WithRetryAfter(%v): the hint must be positive", cfg.retryAfter)
 	}
-	if err := lock.CheckLockOptions(cfg.lockOpts...); err != nil {
+	if err := (lock.Integration{}).CheckLockOptions(cfg.lockOpts...); err != nil {
 		return cfg, fmt.Errorf("WithLockOptions: %w", err)
 	}
 	// Held until the handler chain returns, whatever the client does.

@@ -79,7 +79,7 @@
 // Each owner written to Redis names its process: host name, process id
 // and the label of [WithOwnerLabel] ([Owner]). [Client.Inspect] reads a
 // lock (holder, hold count, remaining lease, token, wait queue);
-// [Client.Held] lists held locks by pattern with SCAN; [Client.ForceUnlock]
+// [Client.List] lists held locks by pattern with SCAN; [Client.ForceUnlock]
 // ends a stuck holder's hold, fenced: the next token is larger and the old
 // holder's watchdog reports [ErrLost] at its next renewal. The lockkit
 // command (cmd/lockkit) does the same from a shell, and package locktest

@@ -52,7 +52,7 @@ func (c *Client) checkEviction() {
 	ctx, cancel := context.WithTimeout(c.life, evictionCheckTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, nd := range c.nodes {
+	for _, nd := range c.be.nodes().nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -4,20 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
-// errNodeTimeout marks a quorum node that did not answer within the node
+// errNodeTimeout marks a node that did not answer within the node
 // timeout; it matches [context.DeadlineExceeded].
 var errNodeTimeout = fmt.Errorf("no answer within the node timeout: %w", context.DeadlineExceeded)
 
-// errNotWaited marks a quorum node whose answer was not waited for: a
-// quorum had confirmed the call already. Its command goes on.
+// errNotWaited marks a node whose answer was not waited for: enough
+// nodes had confirmed the call already. Its command goes on.
 var errNotWaited = errors.New("not waited for: a quorum had confirmed")
 
-// errNodeDown marks a quorum node that was not called because it failed
-// repeatedly and its back-off has not passed (see node.available).
+// errNodeDown marks a node that was not called because it failed
+// repeatedly and its back-off has not passed (see health.available).
 var errNodeDown = errors.New("skipped: the node failed repeatedly")
 
 // nodeResult is one node's answer to a fanned-out call.
@@ -26,47 +25,97 @@ type nodeResult[T any] struct {
 	err error
 }
 
-// fanOut runs call on every node of c and returns the answers in node
+// A nodeSet is the Redis nodes a backend writes a lock to, and how many of
+// them must confirm a call: the one node, or a majority of independent
+// masters.
+type nodeSet struct {
+	nodes []*node
+	need  int    // answers that confirm a call
+	tasks *tasks // the Client's goroutines, which run the calls
+	// inline is the one node when it has a pipe, which bounds each wait by
+	// the call's context itself: a call then runs in the caller's
+	// goroutine (see fanOutScripts). Nil otherwise.
+	inline *node
+}
+
+// won reports whether enough nodes confirmed.
+func (s *nodeSet) won(v votes) bool { return v.yes >= s.need }
+
+// lost reports whether so many nodes no longer have the owner that enough
+// of them can never confirm it again.
+func (s *nodeSet) lost(v votes) bool { return v.no > len(s.nodes)-s.need }
+
+// settled reports whether enough nodes answered, either way, to know that
+// the owner blocks nothing once the rest lapse.
+func (s *nodeSet) settled(v votes) bool { return v.yes+v.no >= s.need }
+
+// votes tallies the nodes' answers about one hold.
+type votes struct {
+	yes  int     // confirmed
+	no   int     // the owner's hold was gone
+	errs []error // failed or silent nodes
+}
+
+// tally counts the answers of a call whose answer tells, per node,
+// whether it confirmed (ok) or found the owner's hold gone.
+func tally[T any](rs []nodeResult[T], ok func(T) bool) votes {
+	var v votes
+	for _, r := range rs {
+		switch {
+		case r.err != nil:
+			v.errs = append(v.errs, r.err)
+		case ok(r.val):
+			v.yes++
+		default:
+			v.no++
+		}
+	}
+	return v
+}
+
+// fanOut runs call on every node of s and returns the answers in node
 // order, or when ctx is done: a node that has not answered by then counts
-// as failed with ctx's error. With a timeout (quorum mode) each node's call
-// is also bounded by it, and a node silent for longer counts as failed with
-// errNodeTimeout. In quorum mode, yes, when given, tells an answer that
-// counts toward the quorum: fanOut returns as soon as a quorum of yes has
-// come (the nodes not waited for count as errNotWaited), and nodes that
-// failed repeatedly are not called for a while (errNodeDown). Calls still under way go on in the background until
-// the Redis client gives up, so no caller waits past its deadline whatever
-// the Redis client does with deadlines.
+// as failed with ctx's error. With a timeout each node's call is also
+// bounded by it, and a node silent for longer counts as failed with
+// errNodeTimeout. yes, when given, tells an answer that counts toward the
+// set's need: fanOut returns as soon as that many have come (the nodes not
+// waited for count as errNotWaited). A node whose health is tracked and
+// that failed repeatedly is not called for a while (errNodeDown). Calls
+// still under way go on in the background until the Redis client gives
+// up, so no caller waits past its deadline whatever the Redis client does
+// with deadlines.
 //
-// With one node and no timeout, a context that can never be done runs the
-// call in the caller's goroutine.
-func fanOut[T any](c *Client, ctx context.Context, timeout time.Duration, call func(context.Context, *node) (T, error), yes func(T) bool) []nodeResult[T] {
+// Without a timeout, a context that can never be done runs the calls in
+// the caller's goroutine.
+func fanOut[T any](s *nodeSet, ctx context.Context, timeout time.Duration, call func(context.Context, *node) (T, error), yes func(T) bool) []nodeResult[T] {
+	results := make([]nodeResult[T], len(s.nodes))
 	if timeout == 0 && ctx.Done() == nil {
-		v, err := call(ctx, c.nodes[0])
-		return []nodeResult[T]{{v, err}}
+		for i, nd := range s.nodes {
+			results[i].val, results[i].err = call(ctx, nd)
+		}
+		return results
 	}
 	type indexed struct {
 		i int
 		r nodeResult[T]
 	}
-	quorum := len(c.nodes) > 1
-	ch := make(chan indexed, len(c.nodes))
-	results := make([]nodeResult[T], len(c.nodes))
+	ch := make(chan indexed, len(s.nodes))
 	pending := 0
-	ayes := 0 // answers that count toward the quorum
-	for i, nd := range c.nodes {
-		if quorum && !nd.available() {
+	ayes := 0 // answers that count toward the need
+	for i, nd := range s.nodes {
+		if !nd.health.available() {
 			results[i].err = errNodeDown
 			continue
 		}
-		started := c.tasks.run(func() {
+		started := s.tasks.run(func() {
 			cctx, cancel := ctx, context.CancelFunc(func() {})
 			if timeout > 0 {
 				cctx, cancel = context.WithTimeout(ctx, timeout)
 			}
 			defer cancel()
 			v, err := call(cctx, nd)
-			if quorum && ctx.Err() == nil {
-				nd.observe(err)
+			if ctx.Err() == nil {
+				nd.health.observe(err)
 			}
 			ch <- indexed{i, nodeResult[T]{v, err}}
 		})
@@ -80,11 +129,11 @@ func fanOut[T any](c *Client, ctx context.Context, timeout time.Duration, call f
 			results[i] = nodeResult[T]{v, err}
 		}
 	}
-	// Only a quorum of yes ends the wait early. A call that did not win
+	// Only the need of yes ends the wait early. A call that did not win
 	// waits for every node it called, so that what the caller sends next
 	// (releasing a minority, trying again with the same owner) reaches
 	// each node after this call's command, never before it.
-	decided := func() bool { return quorum && yes != nil && ayes >= c.quorum }
+	decided := func() bool { return yes != nil && ayes >= s.need }
 	var expired <-chan time.Time
 	if timeout > 0 {
 		timer := time.NewTimer(timeout)
@@ -118,125 +167,12 @@ func fanOut[T any](c *Client, ctx context.Context, timeout time.Duration, call f
 }
 
 // fanOutScripts is fanOut for a call whose only Redis commands are scripts
-// run with node.run. With one node that has a pipe, which bounds each wait
-// by ctx itself, the call runs in the caller's goroutine: a Redis command
-// then costs no goroutine of its own.
-func fanOutScripts[T any](c *Client, ctx context.Context, timeout time.Duration, call func(context.Context, *node) (T, error), yes func(T) bool) []nodeResult[T] {
-	if len(c.nodes) == 1 && c.nodes[0].pipe != nil {
-		v, err := call(ctx, c.nodes[0])
+// run with node.run. On a set's inline node the call runs in the caller's
+// goroutine: a Redis command then costs no goroutine of its own.
+func fanOutScripts[T any](s *nodeSet, ctx context.Context, timeout time.Duration, call func(context.Context, *node) (T, error), yes func(T) bool) []nodeResult[T] {
+	if s.inline != nil {
+		v, err := call(ctx, s.inline)
 		return []nodeResult[T]{{v, err}}
 	}
-	return fanOut(c, ctx, timeout, call, yes)
-}
-
-// A goroutine of the Client's that finished its function waits up to
-// idleWorker for another, and at most maxIdle wait at once.
-const (
-	idleWorker = 2 * time.Second
-	maxIdle    = 4
-)
-
-// tasks runs the Client's goroutines and lets Close wait for them. A
-// goroutine that finished its function waits for another for a while, so
-// that the short Redis calls of steady traffic reuse goroutines whose
-// stacks have grown instead of starting new ones.
-type tasks struct {
-	mu     sync.Mutex
-	closed bool
-	idle   int // goroutines waiting for work
-	wg     sync.WaitGroup
-	work   chan func() // unbuffered: taken by a goroutine waiting for work; closed by close
-}
-
-func newTasks() *tasks {
-	return &tasks{work: make(chan func())}
-}
-
-// run runs f in a goroutine and reports true, or reports false once the
-// Client is closed.
-func (t *tasks) run(f func()) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return false
-	}
-	select {
-	case t.work <- f:
-		return true
-	default:
-	}
-	t.wg.Add(1)
-	go t.loop(f)
-	return true
-}
-
-// loop runs f, then whatever run hands it while it waits, until it was
-// idle for idleWorker, enough others wait, or the Client closes. Its one
-// timer is not reset for every function: when it fires early (the
-// goroutine worked meanwhile) it is set again for the rest of the idle
-// time.
-func (t *tasks) loop(f func()) {
-	defer t.wg.Done()
-	var timer *time.Timer
-	for ok := true; ok; {
-		f()
-		t.mu.Lock()
-		if t.idle >= maxIdle {
-			t.mu.Unlock()
-			return
-		}
-		t.idle++
-		t.mu.Unlock()
-		idleSince := time.Now()
-		if timer == nil {
-			timer = time.NewTimer(idleWorker)
-			defer timer.Stop()
-		}
-		f, ok = t.await(timer, idleSince)
-		t.mu.Lock()
-		t.idle--
-		t.mu.Unlock()
-	}
-}
-
-// await waits for a function to run, until the goroutine has been idle
-// since idleSince for idleWorker or the Client closes (ok false).
-func (t *tasks) await(timer *time.Timer, idleSince time.Time) (f func(), ok bool) {
-	for {
-		select {
-		case f, ok = <-t.work:
-			return f, ok
-		case <-timer.C:
-			rest := idleWorker - time.Since(idleSince)
-			if rest <= 0 {
-				return nil, false
-			}
-			timer.Reset(rest)
-		}
-	}
-}
-
-// close stops new goroutines and waits up to limit for those running; it
-// reports whether they all ended. One still waiting for a Redis that does
-// not answer ends when the Redis client gives up.
-func (t *tasks) close(limit time.Duration) bool {
-	t.mu.Lock()
-	if !t.closed {
-		t.closed = true
-		close(t.work)
-	}
-	t.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		t.wg.Wait()
-		close(done)
-	}()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	select {
-	case <-done:
-		return true
-	case <-timer.C:
-		return false
-	}
+	return fanOut(s, ctx, timeout, call, yes)
 }

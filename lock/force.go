@@ -70,7 +70,7 @@ func IfHeldBy(owner string) ForceOption {
 // is this Client's, its hold ends with ErrLost before ForceUnlock returns
 // (package locktest's Lose uses this).
 //
-// Like [Client.Inspect], ForceUnlock takes the Name [Client.Held] lists
+// Like [Client.Inspect], ForceUnlock takes the Name [Client.List] lists
 // for a key stored by its digest in place of that key.
 //
 // Errors: [ErrNotHeld] when no one holds key (nothing changes; a lock
@@ -102,8 +102,9 @@ func (c *Client) ForceUnlock(ctx context.Context, key string, opts ...ForceOptio
 		return Forced{}, invalidf("IfHeldBy with an empty owner")
 	}
 	var from any = c.newOwner(false) // an owner of its own: r names it
-	rs := fanOutScripts(c, ctx, c.callTimeout(c.cfg.lease), func(ctx context.Context, nd *node) ([]any, error) {
-		return nd.run(ctx, forceScript, rk, from, c.claimArg, nd.publish, forceLinger, fc.holder).Slice()
+	set := c.be.nodes()
+	rs := fanOutScripts(set, ctx, c.be.timeout(c.cfg.lease), func(ctx context.Context, nd *node) ([]any, error) {
+		return nd.run(ctx, forceScript, rk, from, nd.claimArg, nd.publish, forceLinger, fc.holder).Slice()
 	}, nil)
 	var f Forced
 	var errs []error
@@ -121,9 +122,7 @@ func (c *Client) ForceUnlock(ctx context.Context, key string, opts ...ForceOptio
 			if holders[holder] > holders[f.Holder.ID] { // in quorum mode: the holder of most nodes
 				f.Holder = ParseOwner(holder)
 			}
-			if len(c.nodes) == 1 {
-				f.Token = uint64(replyInt(r.val[2]))
-			}
+			f.Token = c.be.token(replyInt(r.val[2]))
 			if len(r.val) == 5 {
 				f.HandedTo, f.NewToken = ParseOwner(replyStr(r.val[3])), uint64(replyInt(r.val[4]))
 			}
@@ -134,17 +133,15 @@ func (c *Client) ForceUnlock(ctx context.Context, key string, opts ...ForceOptio
 		}
 	}
 	switch {
-	case ended > 0 && ended+free >= c.quorum:
+	case ended > 0 && ended+free >= set.need:
 		for holder := range holders {
 			c.endOwn(holder)
 		}
-		if len(c.nodes) > 1 {
-			c.wt.released(rk, handOff{}) // this process's waiters try at once
-		}
+		c.be.freed(rk, "") // where no message tells them, this process's waiters try at once
 		return f, nil
 	case ended > 0:
 		return Forced{}, fmt.Errorf("lock: force-unlock %q: the hold was ended on %d of %d nodes and %d had none, fewer than the %d needed: the holder may keep the key (%w)",
-			key, ended, len(c.nodes), free, c.quorum, errors.Join(errs...))
+			key, ended, len(set.nodes), free, set.need, errors.Join(errs...))
 	case other.ID != "":
 		return Forced{}, fmt.Errorf("lock: force-unlock %q: %w: %s holds it, not %s", key, ErrHolderChanged, other.ID, fc.holder)
 	case len(errs) > 0:

@@ -393,7 +393,7 @@ func TestForceUnlockByDigestName(t *testing.T) {
 	held, unlock := locktest.MustLock(t, c, ctx, key, lock.WithLease(600*time.Millisecond))
 	defer unlock()
 	var name string
-	for info, err := range c.Held(ctx, "*") {
+	for info, err := range c.List(ctx, "*") {
 		if err != nil {
 			t.Fatal(err)
 		}

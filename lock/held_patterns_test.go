@@ -44,7 +44,7 @@ func TestHeldDigestKeysFollowPattern(t *testing.T) {
 	}
 	listed := func(pattern string) map[string]bool {
 		names := map[string]bool{}
-		for info, err := range c.Held(ctx, pattern) {
+		for info, err := range c.List(ctx, pattern) {
 			if err != nil {
 				t.Fatalf("Held(%q): %v", pattern, err)
 			}
@@ -76,7 +76,7 @@ func TestHeldAcceptsRedisGlobs(t *testing.T) {
 	} {
 		_, unlock := locktest.MustLock(t, c, ctx, tc.key)
 		found := false
-		for info, err := range c.Held(ctx, tc.pattern) {
+		for info, err := range c.List(ctx, tc.pattern) {
 			if err != nil {
 				t.Errorf("Held(%q): %v", tc.pattern, err)
 				break

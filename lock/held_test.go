@@ -17,7 +17,7 @@ import (
 func heldKeys(t *testing.T, c *lock.Client, pattern string) []string {
 	t.Helper()
 	var keys []string
-	for info, err := range c.Held(context.Background(), pattern) {
+	for info, err := range c.List(context.Background(), pattern) {
 		if err != nil {
 			t.Fatalf("Held(%q): %v", pattern, err)
 		}
@@ -66,14 +66,14 @@ func TestHeldPatterns(t *testing.T) {
 			t.Errorf("Held(%q) = %q, want %q", tc.pattern, got, tc.want)
 		}
 	}
-	for info, err := range c.Held(ctx, "orders:1") {
+	for info, err := range c.List(ctx, "orders:1") {
 		if err != nil || info.Holder.Label != "lister" || info.HoldCount != 1 || info.Token == 0 || info.Node != "" {
 			t.Fatalf("Held(orders:1): %+v, %v", info, err)
 		}
 	}
 	// Stopping early stops the scan.
 	n := 0
-	for range c.Held(ctx, "*") {
+	for range c.List(ctx, "*") {
 		n++
 		break
 	}
@@ -98,7 +98,7 @@ func TestHeldCluster(t *testing.T) {
 		t.Fatalf("Held on the cluster = %q, want %q", got, keys)
 	}
 	nodes := map[string]bool{}
-	for info, err := range c.Held(ctx, "*") {
+	for info, err := range c.List(ctx, "*") {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +126,7 @@ func TestHeldQuorum(t *testing.T) {
 	_, unlock := locktest.MustLock(t, c, ctx, "q:1")
 	defer unlock()
 	perNode := map[string]int{}
-	for info, err := range c.Held(ctx, "q:*") {
+	for info, err := range c.List(ctx, "q:*") {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func TestHeldPatternMatchesEscapedKeys(t *testing.T) {
 	} {
 		_, unlock := locktest.MustLock(t, c, ctx, tc.key)
 		found := false
-		for info, err := range c.Held(ctx, tc.pattern) {
+		for info, err := range c.List(ctx, tc.pattern) {
 			if err != nil {
 				t.Fatalf("Held(%q): %v", tc.pattern, err)
 			}
@@ -187,7 +187,7 @@ func TestHeldClusterMasterStalled(t *testing.T) {
 	start := time.Now()
 	var err error
 	n := 0
-	for _, e := range c.Held(cctx, "*") {
+	for _, e := range c.List(cctx, "*") {
 		if e != nil {
 			err = e
 			break
@@ -230,7 +230,7 @@ func TestQuorumHeldWithNodeDown(t *testing.T) {
 	defer cancel()
 	listed := 0
 	var errs []error
-	for info, err := range c.Held(hctx, "*") {
+	for info, err := range c.List(hctx, "*") {
 		if err != nil {
 			errs = append(errs, err)
 			continue

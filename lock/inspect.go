@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,19 +13,19 @@ import (
 )
 
 // MaxListedWaiters is how many waiters from the front of a lock's queue
-// [Client.Inspect] and [Client.Held] return (LockInfo.Waiters).
+// [Client.Inspect] and [Client.List] return (LockInfo.Waiters).
 const MaxListedWaiters = 10
 
 // LockInfo is what Redis holds about one lock, read in one atomic step.
 type LockInfo struct {
-	// Key is the lock's key. [Client.Held] leaves it empty for a key
+	// Key is the lock's key. [Client.List] leaves it empty for a key
 	// stored by its digest (escaped, longer than 128 bytes), and so does
 	// [Client.Inspect] of such a lock by its Name: Name then tells which.
 	Key string
 	// Name is the lock's hash in Redis, e.g. "lockkit:{orders:42}".
 	Name string
 	// Node is the address of the Redis server the lock was read from, in
-	// quorum mode and when [Client.Held] lists a Redis Cluster's masters.
+	// quorum mode and when [Client.List] lists a Redis Cluster's masters.
 	Node string
 
 	// Held tells that an owner holds the lock: Holder, with HoldCount
@@ -85,7 +84,7 @@ type Waiter struct {
 // 0, as quorum mode has no fencing tokens.
 //
 // A key stored by its digest (longer than 128 bytes once escaped) can be
-// named by its Name, as [Client.Held] lists it ("<prefix>:{%h<digest>}"):
+// named by its Name, as [Client.List] lists it ("<prefix>:{%h<digest>}"):
 // Inspect then reads that lock and leaves Key empty, and
 // [Client.ForceUnlock] takes that name too. (A key that is itself such a
 // name can therefore not be inspected or forced by these two calls.)
@@ -99,20 +98,10 @@ func (c *Client) Inspect(ctx context.Context, key string) (LockInfo, error) {
 	if err != nil {
 		return LockInfo{}, err
 	}
-	rs := fanOut(c, ctx, c.callTimeout(c.cfg.lease), func(ctx context.Context, nd *node) (LockInfo, error) {
+	rs := fanOut(c.be.nodes(), ctx, c.be.timeout(c.cfg.lease), func(ctx context.Context, nd *node) (LockInfo, error) {
 		return inspectOne(ctx, nd.rdb, rk.keys()[:3])
 	}, nil)
-	if len(c.nodes) == 1 {
-		if rs[0].err != nil {
-			return LockInfo{}, fmt.Errorf("lock: inspect %q: %w", key, redisError(rs[0].err))
-		}
-		info := rs[0].val
-		if _, byName := c.digestTag(key); !byName {
-			info.Key = key
-		}
-		return info, nil
-	}
-	return c.majority(key, rk.lock, rs)
+	return c.be.inspected(key, rk.lock, rs)
 }
 
 // operate checks a call of an operator's (Inspect, ForceUnlock) about key
@@ -143,35 +132,6 @@ func (c *Client) digestTag(name string) (string, bool) {
 		return "", false
 	}
 	return "%h" + digest, true
-}
-
-// majority sums up the nodes' answers of a quorum Client's Inspect.
-func (c *Client) majority(key, name string, rs []nodeResult[LockInfo]) (LockInfo, error) {
-	info := LockInfo{Key: key, Name: name}
-	votes := map[string]int{}
-	var errs []error
-	for i, r := range rs {
-		n := r.val
-		n.Key, n.Name, n.Node, n.Err = key, name, nodeAddr(c.nodes[i].rdb), r.err
-		if r.err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", n.Node, r.err))
-		} else if n.Held {
-			votes[n.Holder.ID]++
-		}
-		info.Nodes = append(info.Nodes, n)
-	}
-	if len(errs) > len(c.nodes)-c.quorum {
-		return LockInfo{}, fmt.Errorf("lock: inspect %q: fewer than %d nodes answered: %w", key, c.quorum, errors.Join(errs...))
-	}
-	for _, n := range info.Nodes {
-		if n.Err != nil || !n.Held || votes[n.Holder.ID] < c.quorum {
-			continue
-		}
-		if !info.Held || n.RemainingLease < info.RemainingLease {
-			info.Held, info.Holder, info.HoldCount, info.RemainingLease = true, n.Holder, n.HoldCount, n.RemainingLease
-		}
-	}
-	return info, nil
 }
 
 // inspectOne reads one lock from rdb: keys are its hash, queue and waits.

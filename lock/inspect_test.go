@@ -148,7 +148,7 @@ func TestInspectBadInput(t *testing.T) {
 		}
 	}
 	for _, pattern := range []string{"", "[", strings.Repeat("k", lock.MaxKeyLen+1)} {
-		for _, err := range c.Held(ctx, pattern) {
+		for _, err := range c.List(ctx, pattern) {
 			if !errors.Is(err, lock.ErrInvalid) {
 				t.Errorf("Held(%.10q): %v, want ErrInvalid", pattern, err)
 			}
@@ -161,7 +161,7 @@ func TestInspectBadInput(t *testing.T) {
 	if _, err := c.ForceUnlock(ctx, "k"); err != lock.ErrClosed {
 		t.Errorf("ForceUnlock after Close: %v", err)
 	}
-	for _, err := range c.Held(ctx, "*") {
+	for _, err := range c.List(ctx, "*") {
 		if err != lock.ErrClosed && !errors.Is(err, lock.ErrClosed) {
 			t.Errorf("Held after Close: %v", err)
 		}
@@ -179,7 +179,7 @@ func TestOperateUnreachableRedis(t *testing.T) {
 		"Inspect":     func(ctx context.Context) error { _, err := c.Inspect(ctx, "k"); return err },
 		"ForceUnlock": func(ctx context.Context) error { _, err := c.ForceUnlock(ctx, "k"); return err },
 		"Held": func(ctx context.Context) error {
-			for _, err := range c.Held(ctx, "*") {
+			for _, err := range c.List(ctx, "*") {
 				return err
 			}
 			return nil
@@ -219,7 +219,7 @@ func TestOperatorCallsBoundedWhenRedisStalls(t *testing.T) {
 			return err
 		},
 		"Held": func(ctx context.Context) error {
-			for _, err := range c.Held(ctx, "*") {
+			for _, err := range c.List(ctx, "*") {
 				if err != nil {
 					return err
 				}

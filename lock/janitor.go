@@ -58,7 +58,7 @@ func newJanitor(c *Client) *janitor {
 // hold the key, or come to hold it when a command still under way runs;
 // otherwise it is only taken out of the wait queue.
 func (j *janitor) abandon(h *hold, mayHold bool, wait time.Duration) {
-	if !mayHold && h.c.claim == 0 {
+	if !mayHold && !h.c.be.queued() {
 		return // no queue to leave
 	}
 	j.mu.Lock()
@@ -186,16 +186,8 @@ func (j *janitor) sweep() bool {
 // whether enough nodes answered to know that the owner blocks nothing (the
 // one node, or a majority).
 func (h *hold) clean(ctx context.Context, mayHold bool) bool {
-	if mayHold {
-		if v := h.releaseVotes(ctx, 0); v.yes+v.no < h.c.quorum {
-			return false
-		}
+	if mayHold && !h.c.be.nodes().settled(h.releaseVotes(ctx, 0)) {
+		return false
 	}
-	if h.c.claim == 0 {
-		return true
-	}
-	rs := fanOutScripts(h.c, ctx, 0, func(ctx context.Context, nd *node) (struct{}, error) {
-		return struct{}{}, nd.leave(ctx, h)
-	}, nil)
-	return rs[0].err == nil
+	return h.c.be.leave(ctx, h)
 }

@@ -1,5 +1,7 @@
 package lock
 
+import "time"
+
 // Loss tells why a lease was lost (see [Release]).
 type Loss int
 
@@ -34,4 +36,52 @@ func (h *hold) lossOf(cause error) Loss {
 		return LossNone
 	}
 	return h.loss
+}
+
+// checkValidityLocked ends the hold with ErrLost when its validity has run
+// out, in case the watchdog has not ended it yet.
+func (h *hold) checkValidityLocked() {
+	if h.end == nil && !time.Now().Before(h.validUntil) {
+		h.loseLocked(LossNotRenewed)
+	}
+}
+
+// expire runs when the validity ends without a confirmed renewal.
+func (h *hold) expire() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.end == nil && !time.Now().Before(h.validUntil) { // else a renewal raced the watchdog
+		h.loseLocked(LossNotRenewed)
+	}
+}
+
+// renewed records a watchdog renewal sent at sent: alive tells whether
+// Redis still had the owner. It reports whether this ended the hold.
+func (h *hold) renewed(sent time.Time, alive bool) (lost bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.end != nil {
+		return false
+	}
+	if !alive {
+		h.loseLocked(LossKeyGone)
+		return true
+	}
+	h.handed.Store(false)
+	// A confirmation that arrives after the validity it would extend proves
+	// nothing (the watchdog may just not have ended the hold yet).
+	if until := sent.Add(h.validity()); until.After(h.validUntil) && time.Now().Before(until) {
+		h.validUntil = until
+		h.c.wd.extended(h, until)
+	}
+	return false
+}
+
+// live reports whether the hold has not ended and its validity has not
+// run out.
+func (h *hold) live() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checkValidityLocked()
+	return h.end == nil
 }

@@ -17,18 +17,6 @@ func WithName(name string) LockOption {
 	return func(c *lockConfig) { c.name, c.nameSet = name, true }
 }
 
-// WithInternal marks a lock that an integration takes for its own
-// bookkeeping rather than to protect the caller's work, such as the tick
-// markers of package cronlock. Observers are told ([Acquire.Internal]):
-// package otellock records its metrics but, unless asked to, no spans,
-// and marks its contexts, the lock context included, so that work under
-// them starts no trace. Its owner in Redis is marked ([Owner.Internal]),
-// so listings for people (lockkit ls) keep it apart from the users'
-// locks. Do not use it for locks whose critical section should be traced.
-func WithInternal() LockOption {
-	return func(c *lockConfig) { c.internal = true }
-}
-
 // checkName reports a name given with WithName that is empty, too long or
 // not UTF-8.
 func (c *lockConfig) checkName() error {

@@ -100,7 +100,7 @@ type Acquire struct {
 	Try       bool // TryLock rather than Lock
 	Reentrant bool // the caller's context already held Key
 	// Internal tells that an integration takes the lock for its own
-	// bookkeeping (see [WithInternal]).
+	// bookkeeping (see [Integration.Internal]).
 	Internal bool
 
 	Outcome Outcome

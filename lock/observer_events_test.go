@@ -24,7 +24,7 @@ func TestObserverNameAndInternal(t *testing.T) {
 
 	_, unlock := locktest.MustLock(t, c, ctx, "orders:42", lock.WithName("orders:{id}"))
 	_ = unlock()
-	_, unlock = locktest.MustLock(t, c, ctx, "cron:tick:report", lock.WithInternal())
+	_, unlock = locktest.MustLock(t, c, ctx, "cron:tick:report", lock.Integration{}.Internal())
 	_ = unlock()
 	rec.mu.Lock()
 	got := append([]lock.Acquire(nil), rec.acquires...)
@@ -45,14 +45,14 @@ func TestObserverNameAndInternal(t *testing.T) {
 		if !errors.Is(err, lock.ErrInvalid) {
 			t.Errorf("WithName(%q): %v, want ErrInvalid", name, err)
 		}
-		if err := lock.CheckLockOptions(lock.WithName(name)); !errors.Is(err, lock.ErrInvalid) {
+		if err := (lock.Integration{}).CheckLockOptions(lock.WithName(name)); !errors.Is(err, lock.ErrInvalid) {
 			t.Errorf("CheckLockOptions(WithName(%q)): %v, want ErrInvalid", name, err)
 		}
 	}
 	if n := cc.N(); n != 0 {
 		t.Errorf("%d Redis commands for invalid names, want 0", n)
 	}
-	if err := lock.CheckLockOptions(lock.WithName(strings.Repeat("n", lock.MaxNameLen))); err != nil {
+	if err := (lock.Integration{}).CheckLockOptions(lock.WithName(strings.Repeat("n", lock.MaxNameLen))); err != nil {
 		t.Errorf("a name of MaxNameLen bytes: %v", err)
 	}
 }

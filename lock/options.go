@@ -161,7 +161,7 @@ type lockConfig struct {
 	untilUnlock bool
 	name        string // WithName
 	nameSet     bool
-	internal    bool // WithInternal
+	internal    bool // Integration.Internal
 }
 
 // WithLease sets the lease of this lock: Redis keeps the key at most this
@@ -206,23 +206,6 @@ func WithMaxWait(d time.Duration) LockOption {
 // acquisition decides).
 func WithHoldUntilUnlock() LockOption {
 	return func(c *lockConfig) { c.untilUnlock = true }
-}
-
-// CheckLockOptions reports, as an error wrapping [ErrInvalid], whether
-// opts would make every Lock or TryLock fail, checked with the default
-// drift allowance (a Client with [WithDrift] checks its own again). Use it
-// to refuse a configuration when a service starts rather than on every
-// call, as package ginlock does when a route is registered.
-func CheckLockOptions(opts ...LockOption) error {
-	_, err := (&config{lease: DefaultLease}).lockConfig(opts)
-	return err
-}
-
-// CheckLockOptions is [CheckLockOptions] with this Client's default lease
-// and drift allowance: nil when the Client's Lock and TryLock accept opts.
-func (c *Client) CheckLockOptions(opts ...LockOption) error {
-	_, err := c.cfg.lockConfig(opts)
-	return err
 }
 
 // lockConfig applies opts over the Client's defaults and validates them.
@@ -279,17 +262,8 @@ func (c *config) driftFor(lease time.Duration) time.Duration {
 	return lease/100 + 2*time.Millisecond
 }
 
-// callTimeout bounds each node's answer to a call about a lock with this
-// lease: 0 (no bound of lockkit's own, go-redis's timeouts apply) with one
-// node, the node timeout in quorum mode.
-func (c *Client) callTimeout(lease time.Duration) time.Duration {
-	if len(c.nodes) == 1 {
-		return 0
-	}
-	return c.cfg.nodeTimeoutFor(lease)
-}
-
-// nodeTimeoutFor bounds one node's answer in quorum mode.
+// nodeTimeoutFor bounds one node's answer in quorum mode (see
+// [WithNodeTimeout]).
 func (c *config) nodeTimeoutFor(lease time.Duration) time.Duration {
 	if c.nodeTimeout > 0 {
 		return c.nodeTimeout

@@ -21,7 +21,7 @@ const maxOwner = 64
 // WithOwnerLabel adds label to the owner every hold of the Client writes
 // to Redis, next to the host name and process id that are always there,
 // so that an operator who finds a key held ([Client.Inspect],
-// [Client.Held], the lockkit command) can tell which process holds it:
+// [Client.List], the lockkit command) can tell which process holds it:
 // a pod or instance name, a service and version. The label must be 1 to
 // [MaxOwnerLabel] bytes of printable ASCII without spaces. Default: no
 // label.
@@ -65,7 +65,7 @@ type Owner struct {
 	PID  int
 	// Label is the label of [WithOwnerLabel], if any.
 	Label string
-	// Internal tells an owner of a lock taken with [WithInternal]: an
+	// Internal tells an owner of a lock taken with [Integration.Internal]: an
 	// integration's own bookkeeping, such as cronlock's tick markers, which
 	// listings for people (lockkit ls) keep apart from the users' locks.
 	// Its sequence starts with '_'.

@@ -51,7 +51,7 @@ func TestQueuedCallWhoseContextEndedIsNotSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	p := c.nodes[0].pipe
+	p := c.be.nodes().nodes[0].pipe
 	p.mu.Lock()
 	p.senders = maxSenders
 	p.watch = time.AfterFunc(time.Hour, func() {}) // no stall sender

@@ -1,10 +1,11 @@
 package lock
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,46 +44,195 @@ func NewQuorum(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			return nil, invalidf("the Redis client at index %d is also at index %d", i, slices.Index(nodes, rdb))
 		}
 	}
-	return newClient(nodes, opts)
+	return newClient(nodes, opts, newQuorum)
 }
 
-// votes tallies the nodes' answers about one hold.
-type votes struct {
-	yes  int     // confirmed
-	no   int     // the owner's hold was gone
-	errs []error // failed or silent nodes
+// quorum is the backend of [NewQuorum]: independent masters, a lock held
+// when a majority of them confirms it, without a wait queue or fencing
+// tokens.
+type quorum struct {
+	c   *Client
+	set nodeSet
 }
 
-func (c *Client) won(v votes) bool { return v.yes >= c.quorum }
-
-// lost reports whether so many nodes no longer have the owner that a
-// majority can never confirm it again.
-func (c *Client) lost(v votes) bool { return v.no > len(c.nodes)-c.quorum }
-
-// failure is the error of a call that neither won nor was lost: the Redis
-// error with one node, or why no majority answered.
-func (c *Client) failure(v votes) error {
-	if len(c.nodes) == 1 {
-		return c.nodes[0].redisError(v.errs[0])
+func newQuorum(c *Client, nodes []*node) backend {
+	for _, nd := range nodes {
+		nd.claimArg = int64(0) // no queue
+		nd.health = &health{}
 	}
+	return &quorum{c: c, set: nodeSet{nodes: nodes, need: len(nodes)/2 + 1, tasks: c.tasks}}
+}
+
+func (q *quorum) nodes() *nodeSet { return &q.set }
+
+// timeout is the node timeout (see [WithNodeTimeout]), so that silent
+// nodes do not hold back the majority's answer.
+func (q *quorum) timeout(lease time.Duration) time.Duration {
+	return q.c.cfg.nodeTimeoutFor(lease)
+}
+
+func (q *quorum) acquire(ctx context.Context, nd *node, h *hold, n int, wait bool) ([]int64, error) {
+	v, err := nd.acquire(ctx, h, n, wait)
+	if err == nil && n == 1 && v[0] == 1 {
+		q.lateGrant(ctx, nd, h)
+	}
+	return v, err
+}
+
+// lateGrant releases the key on nd, which just gave it to h's owner, when
+// the owner's final release was already under way: a call returns at the
+// majority's answer and the other nodes' commands go on in the
+// background, so the release, sent on another connection, may have
+// reached nd first; nd would then keep the key for a whole lease, for an
+// owner long gone, and with two such nodes no one could get a majority.
+func (q *quorum) lateGrant(ctx context.Context, nd *node, h *hold) {
+	if h.releasing.Load() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		_, _ = nd.release(rctx, h, 0, nil)
+	}
+}
+
+// token is 0: each node counts on its own, and a majority's counters need
+// not increase across acquisitions that reached different majorities.
+func (q *quorum) token(int64) uint64 { return 0 }
+
+// release cuts a node's command off only at ctx's deadline or Close, not
+// when the caller returns at the majority's answer: a node slower to
+// start would keep the key for a whole lease
+// (TestQuorumReleaseReachesSlowNode).
+func (q *quorum) release(ctx context.Context, h *hold, n int) votes {
+	c := q.c
+	rs := fanOutScripts(&q.set, ctx, q.timeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
+		if d, ok := ctx.Deadline(); ok && !c.isClosed() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
+			defer cancel()
+			defer context.AfterFunc(c.life, cancel)()
+		}
+		r, err := nd.release(ctx, h, n, nil)
+		return r.ok && err == nil, err
+	}, isTrue)
+	return tally(rs, isTrue)
+}
+
+// freed wakes this process's first waiter of rk's key, unless its owner
+// is except: a release's message wakes the first waiter of every other
+// Client, and a Client skips its own messages. Also after a release that
+// did not win, as when two Lock calls of this Client split the nodes: each
+// lets go of its minority, and neither would try again until the lease it
+// last saw ends. Not the releasing owner's own waiter (except), whose
+// attempt let go of a minority and tries again when that attempt said.
+func (q *quorum) freed(rk redisKeys, except string) {
+	q.c.wt.wakeFirst(rk, except)
+}
+
+func (q *quorum) queued() bool { return false }
+
+// leave has no queue to leave.
+func (q *quorum) leave(context.Context, *hold) bool { return true }
+
+// channel is the key's: with no queue, a release tells every waiter's
+// Client alike.
+func (q *quorum) channel(rk redisKeys) string { return rk.channel }
+
+// groups is one group: every node gets the whole batch.
+func (q *quorum) groups(_ context.Context, batch []*hold) [][]*hold {
+	return [][]*hold{batch}
+}
+
+// failure tells why no majority answered.
+func (q *quorum) failure(v votes) error {
 	errs := make([]error, len(v.errs))
 	for i, err := range v.errs {
 		errs[i] = redisError(err)
 	}
 	return fmt.Errorf("quorum of %d not reached (%d confirmed, %d gone): %w",
-		c.quorum, v.yes, v.no, errors.Join(errs...))
+		q.set.need, v.yes, v.no, errors.Join(errs...))
 }
 
-// retryDelay is when to try again after an attempt that did not win:
-// heldFor are the remaining leases of the nodes held by other owners. It
-// is the time until enough of them lapse for a majority to be free; when a
-// majority is free already (the vote split between contenders), a short
-// random delay so contenders do not meet again in lockstep.
-func (c *Client) retryDelay(heldFor []time.Duration, timeout time.Duration) time.Duration {
-	need := c.quorum - (len(c.nodes) - len(heldFor))
-	if need <= 0 {
-		return time.Millisecond + rand.N(2*timeout)
+// inspected sums up the nodes' answers: the holder a majority has.
+func (q *quorum) inspected(key, name string, rs []nodeResult[LockInfo]) (LockInfo, error) {
+	info := LockInfo{Key: key, Name: name}
+	votes := map[string]int{}
+	var errs []error
+	for i, r := range rs {
+		n := r.val
+		n.Key, n.Name, n.Node, n.Err = key, name, nodeAddr(q.set.nodes[i].rdb), r.err
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n.Node, r.err))
+		} else if n.Held {
+			votes[n.Holder.ID]++
+		}
+		info.Nodes = append(info.Nodes, n)
 	}
-	slices.Sort(heldFor)
-	return heldFor[need-1]
+	need := q.set.need
+	if len(errs) > len(q.set.nodes)-need {
+		return LockInfo{}, fmt.Errorf("lock: inspect %q: fewer than %d nodes answered: %w", key, need, errors.Join(errs...))
+	}
+	for _, n := range info.Nodes {
+		if n.Err != nil || !n.Held || votes[n.Holder.ID] < need {
+			continue
+		}
+		if !info.Held || n.RemainingLease < info.RemainingLease {
+			info.Held, info.Holder, info.HoldCount, info.RemainingLease = true, n.Holder, n.HoldCount, n.RemainingLease
+		}
+	}
+	return info, nil
+}
+
+// health tracks a node's failures: a node that failed failLimit times in
+// a row is not called until skipUntil, then once, as a probe (see
+// available). A nil health is never skipped.
+type health struct {
+	mu        sync.Mutex
+	fails     int
+	skipUntil time.Time
+}
+
+// failLimit failures in a row make a node be skipped for downBackoff,
+// after which one call probes it.
+const (
+	failLimit   = 3
+	downBackoff = time.Second
+)
+
+// available reports whether a call should be sent to the node: not while
+// it is skipped after repeated failures, except for one probe each
+// downBackoff.
+func (nh *health) available() bool {
+	if nh == nil {
+		return true
+	}
+	nh.mu.Lock()
+	defer nh.mu.Unlock()
+	if nh.fails < failLimit {
+		return true
+	}
+	now := time.Now()
+	if now.Before(nh.skipUntil) {
+		return false
+	}
+	nh.skipUntil = now.Add(downBackoff) // this call probes it
+	return true
+}
+
+// observe records the outcome of a call: an error that is not Redis's
+// reply (no answer in time, no connection) counts as a failure of the
+// node; anything else makes it healthy again.
+func (nh *health) observe(err error) {
+	if nh == nil {
+		return
+	}
+	var re redis.Error
+	failed := err != nil && !errors.As(err, &re)
+	nh.mu.Lock()
+	defer nh.mu.Unlock()
+	if !failed {
+		nh.fails = 0
+		return
+	}
+	if nh.fails++; nh.fails == failLimit {
+		nh.skipUntil = time.Now().Add(downBackoff)
+	}
 }

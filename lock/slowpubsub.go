@@ -39,7 +39,7 @@ func (w *waiters) retryIn(q *queue, me *waiter, remaining time.Duration) time.Du
 	d := retryAfter(remaining)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.c.claim > 0 && time.Now().Before(w.slowUntil) && q.list[0] == me {
+	if time.Now().Before(w.slowUntil) && q.list[0] == me {
 		d = min(d, slowPoll)
 	}
 	return d

@@ -61,7 +61,7 @@ func (w *watchdog) armLocked(at time.Time) {
 // has the claim window's TTL until its first renewal: a third of that.
 func interval(h *hold) time.Duration {
 	if h.handed.Load() {
-		return min(h.lease, time.Duration(h.c.claim)*time.Millisecond) / 3
+		return min(h.lease, claimWindow) / 3
 	}
 	return h.lease / 3
 }
@@ -191,7 +191,7 @@ func (w *watchdog) due(now time.Time) (batch, expired []*hold) {
 // renew extends the leases of batch: one goroutine per group of leases
 // served by one Redis server.
 func (w *watchdog) renew(batch []*hold) {
-	groups := w.c.groups(w.c.life, batch)
+	groups := w.c.be.groups(w.c.life, batch)
 	for _, g := range groups[1:] {
 		w.c.tasks.run(func() { w.renewGroup(g) })
 	}
@@ -199,35 +199,33 @@ func (w *watchdog) renew(batch []*hold) {
 }
 
 // renewGroup extends the leases of batch with one pipeline per node. A
-// lease is renewed when a majority of nodes (the one node, outside quorum
-// mode) confirms it, and lost when so many no longer have its owner that
-// no majority can.
+// lease is renewed when the backend's need of nodes (the one node, or a
+// majority) confirms it, and lost when so many no longer have its owner
+// that no more can.
 func (w *watchdog) renewGroup(batch []*hold) {
 	c := w.c
+	set := c.be.nodes()
 	sent := w.sentAt(batch)
 	// A confirmation is worth waiting for until the last validity in the
 	// batch ends: a hold whose validity ends before its answer comes is
 	// ended by the loop meanwhile (and a late confirmation does not revive
-	// it), but the others in the batch must not lose theirs for it. In
-	// quorum mode each node also has the node timeout, so that silent
-	// nodes do not hold back the majority's answer.
+	// it), but the others in the batch must not lose theirs for it. Each
+	// node also has the backend's timeout, the shortest of the batch's, if
+	// any (see backend.timeout).
 	var deadline time.Time
-	timeout := time.Hour
+	var timeout time.Duration
 	for _, h := range batch {
 		h.mu.Lock()
 		if h.validUntil.After(deadline) {
 			deadline = h.validUntil
 		}
 		h.mu.Unlock()
-		if t := c.callTimeout(h.lease); t > 0 {
-			timeout = min(timeout, t)
+		if t := c.be.timeout(h.lease); t > 0 && (timeout == 0 || t < timeout) {
+			timeout = t
 		}
 	}
-	if len(c.nodes) == 1 {
-		timeout = 0
-	}
 	ctx, cancel := context.WithDeadline(c.life, deadline)
-	rs := fanOut(c, ctx, timeout, func(ctx context.Context, nd *node) ([]leaseState, error) {
+	rs := fanOut(set, ctx, timeout, func(ctx context.Context, nd *node) ([]leaseState, error) {
 		return nd.renew(ctx, batch), nil
 	}, nil)
 	cancel()
@@ -253,10 +251,10 @@ func (w *watchdog) renewGroup(batch []*hold) {
 			firstErr = errors.Join(v.errs...)
 		}
 		switch {
-		case c.won(v):
+		case set.won(v):
 			h.renewed(sent, true)
 			w.settled(h, sent, true)
-		case c.lost(v):
+		case set.lost(v):
 			if h.renewed(sent, false) { // not when it was unlocked meanwhile
 				lost++
 			}

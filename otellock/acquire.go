@@ -33,7 +33,7 @@ func (ac *acquireCtx) Value(key any) any {
 }
 
 // AcquireStarted starts the lock.acquire span as a child of ctx's span.
-// An internal lock ([lock.WithInternal]) gets none unless
+// An internal lock ([lock.Integration.Internal]) gets none unless
 // [WithInternalSpans] was given, and its Redis commands start no trace
 // (see [Observer.Background]). It implements [lock.Observer].
 func (o *Observer) AcquireStarted(ctx context.Context, a lock.Acquire) context.Context {

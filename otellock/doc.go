@@ -34,7 +34,7 @@
 // Renewals and the Client's other background work make no spans, and
 // their Redis commands start no trace in a tracing Redis client (see
 // [Observer.Background]); locks that integrations take for their own
-// bookkeeping ([lock.WithInternal], such as cronlock's tick markers) get
+// bookkeeping ([lock.Integration.Internal], such as cronlock's tick markers) get
 // metrics but no spans unless [WithInternalSpans] is given.
 //
 // # Metrics
@@ -54,7 +54,7 @@
 // one the function given to [WithLockName] or by default [DefaultLockName]
 // derives from the key ("orders:42" → "orders"). An Observer records at
 // most [DefaultMaxLockNames] distinct names ([WithMaxLockNames]), then
-// "_OTHER"; internal locks ([lock.WithInternal]) have a cap of their own.
+// "_OTHER"; internal locks ([lock.Integration.Internal]) have a cap of their own.
 // [WithRawKey] adds the key to spans.
 //
 // docs/observability.md in the repository lists every span, attribute,

@@ -75,7 +75,7 @@ func constantSegment(s string) bool {
 // names caps the distinct lock names an Observer records: the first max
 // names are kept, later new ones become "_OTHER", and the first name over
 // the cap is reported once to the OpenTelemetry error handler. The names
-// of internal locks ([lock.WithInternal]) have a cap of their own, of the
+// of internal locks ([lock.Integration.Internal]) have a cap of their own, of the
 // same size, so an integration's bookkeeping never takes the places of
 // the user's locks; a name seen either way is known to both.
 type names struct {
@@ -92,7 +92,7 @@ type nameCount struct {
 }
 
 // attr returns the lock.name attribute of name, "_OTHER" beyond the cap of
-// its kind: internal tells a lock taken with [lock.WithInternal].
+// its kind: internal tells a lock taken with [lock.Integration.Internal].
 func (ns *names) attr(name string, internal bool) attribute.KeyValue {
 	if kv, ok := ns.known.Load(name); ok {
 		return kv.(attribute.KeyValue)
@@ -104,7 +104,7 @@ func (ns *names) attr(name string, internal bool) attribute.KeyValue {
 	}
 	kind, what := &ns.kinds[0], "lock names"
 	if internal {
-		kind, what = &ns.kinds[1], "names of internal locks (lock.WithInternal)"
+		kind, what = &ns.kinds[1], "names of internal locks (lock.Integration.Internal)"
 	}
 	if kind.n >= ns.max {
 		if !kind.over {

@@ -54,7 +54,7 @@ func WithLockName(f func(key string) string) Option {
 // as "_OTHER", and the OpenTelemetry error handler (otel.Handle) is told
 // once. The cap bounds the series of every metric whatever keys and names
 // come along; "_OTHER" does not count against it. The names of the locks
-// integrations take for their own bookkeeping ([lock.WithInternal], such
+// integrations take for their own bookkeeping ([lock.Integration.Internal], such
 // as cronlock's tick markers) have a cap of their own, also n, so they
 // never take the places of the application's names. n must be at least 1.
 // Default [DefaultMaxLockNames] (100).
@@ -63,7 +63,7 @@ func WithMaxLockNames(n int) Option {
 }
 
 // WithInternalSpans records spans also for the locks integrations take
-// for their own bookkeeping ([lock.WithInternal]), such as the tick
+// for their own bookkeeping ([lock.Integration.Internal]), such as the tick
 // markers of package cronlock, which otherwise get metrics only and no
 // spans, and whose Redis commands start no trace (see [Observer]).
 func WithInternalSpans() Option {

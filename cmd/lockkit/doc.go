@@ -6,7 +6,7 @@
 // Usage:
 //
 //	lockkit [flags] ls [-internal] [PATTERN] held locks whose key matches PATTERN (default *);
-//	                                        -internal adds integrations' own (lock.WithInternal)
+//	                                        -internal adds integrations' own (lock.Integration.Internal)
 //	lockkit [flags] show KEY                holder, hold count, lease, token and queue of KEY
 //	lockkit [flags] watch KEY               KEY's holder, waiters, hand-offs and releases as they change
 //	lockkit [flags] unlock --force [--yes] KEY

@@ -11,7 +11,7 @@ import (
 )
 
 func lsFlags(fs *flag.FlagSet, c *cli) {
-	fs.BoolVar(&c.internal, "internal", false, "also list the locks integrations take for their own bookkeeping (lock.WithInternal, such as cronlock's tick markers)")
+	fs.BoolVar(&c.internal, "internal", false, "also list the locks integrations take for their own bookkeeping (lock.Integration.Internal, such as cronlock's tick markers)")
 }
 
 // runLs lists held locks matching the pattern, sorted by key, without
@@ -27,7 +27,7 @@ func runLs(ctx context.Context, c *cli, args []string) int {
 	defer cancel()
 	var infos []lock.LockInfo
 	var failed error // a server that failed: reported after what the others hold
-	for info, err := range c.client.Held(ctx, pattern) {
+	for info, err := range c.client.List(ctx, pattern) {
 		switch {
 		case errors.Is(err, lock.ErrInvalid):
 			return c.usageErr("%v", err)

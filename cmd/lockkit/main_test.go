@@ -90,7 +90,7 @@ func TestLsAndShow(t *testing.T) {
 	}
 }
 
-// An integration's own locks (cronlock's tick markers, lock.WithInternal)
+// An integration's own locks (cronlock's tick markers, lock.Integration.Internal)
 // are not listed among the users' unless asked for.
 func TestLsKeepsInternalLocksApart(t *testing.T) {
 	srv := redistest.Start(t)
@@ -100,7 +100,7 @@ func TestLsKeepsInternalLocksApart(t *testing.T) {
 	c := holder(t, rdb, "cron")
 	_, unlockRun := locktest.MustLock(t, c, ctx, "cronlock:run:report")
 	defer unlockRun()
-	_, unlockTick := locktest.MustLock(t, c, ctx, "cronlock:tick:report", lock.WithInternal())
+	_, unlockTick := locktest.MustLock(t, c, ctx, "cronlock:tick:report", lock.Integration{}.Internal())
 	defer unlockTick()
 
 	code, out, errOut := lockkit(t, ctx, url, "", "ls")

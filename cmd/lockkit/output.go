@@ -21,7 +21,7 @@ type jsonOwner struct {
 	Host  string `json:"host,omitempty"`
 	PID   int    `json:"pid,omitempty"`
 	Label string `json:"label,omitempty"`
-	// Internal: a lock an integration takes for itself (lock.WithInternal).
+	// Internal: a lock an integration takes for itself (lock.Integration.Internal).
 	Internal bool `json:"internal,omitempty"`
 }
 

@@ -88,7 +88,7 @@ func TestRejectedNameIsNotRecorded(t *testing.T) {
 }
 
 // TestInternalNamesDoNotUseUpTheCap: the locks integrations take for
-// their own bookkeeping (lock.WithInternal, cronlock's tick markers) have
+// their own bookkeeping (lock.Integration.Internal, cronlock's tick markers) have
 // a cap of their own. With a cap of 10, 10 internal names first leave
 // room for 10 names of the user's own locks, none of which is recorded as
 // _OTHER; an 11th internal name is, and a name used both ways is one name.

@@ -151,7 +151,7 @@ func TestCleanupsStartNoTrace(t *testing.T) {
 	}
 }
 
-// TestInternalLocks: a lock taken with lock.WithInternal gets metrics but
+// TestInternalLocks: a lock taken with lock.Integration.Internal gets metrics but
 // no span, and its Redis commands start no trace; WithInternalSpans
 // traces it as any other lock.
 func TestInternalLocks(t *testing.T) {
@@ -164,7 +164,7 @@ func TestInternalLocks(t *testing.T) {
 			opts = append(opts, otellock.WithInternalSpans())
 		}
 		locker := tel.locker(t, rdb, opts...)
-		_, unlock := locktest.MustLock(t, locker, context.Background(), "marker:1", lock.WithInternal(), lock.WithName("marker"))
+		_, unlock := locktest.MustLock(t, locker, context.Background(), "marker:1", lock.Integration{}.Internal(), lock.WithName("marker"))
 		if n := tel.collect(t).value(t, "lock.held", aName.String("marker"), aReentrant.Bool(false)); n != 1 {
 			t.Errorf("spans %v: lock.held = %d while held, want 1", spans, n)
 		}

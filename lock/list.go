@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// scanCount is the COUNT hint of each SCAN step of Held.
+// scanCount is the COUNT hint of each SCAN step of List.
 const scanCount = 500
 
 // globEscaper escapes the characters of a prefix that SCAN's MATCH would
@@ -21,7 +21,7 @@ var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`
 // tagUnescaper undoes tagEscaper.
 var tagUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
 
-// Held lists the locks whose key matches pattern (a glob as in Redis's
+// List lists the locks whose key matches pattern (a glob as in Redis's
 // SCAN: '*', '?', [abc], '\' escapes) that are held or kept for a queued
 // waiter's turn, in no set order, each read as by [Client.Inspect]. It
 // scans with SCAN, never KEYS: on a Redis Cluster every master, in quorum
@@ -42,7 +42,7 @@ var tagUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
 // server, and the failures are yielded, joined, as the last element,
 // after everything the others hold was listed. Every Redis call returns
 // within ctx's deadline.
-func (c *Client) Held(ctx context.Context, pattern string) iter.Seq2[LockInfo, error] {
+func (c *Client) List(ctx context.Context, pattern string) iter.Seq2[LockInfo, error] {
 	return func(yield func(LockInfo, error) bool) {
 		if err := checkPattern(pattern); err != nil {
 			yield(LockInfo{}, err)
@@ -55,15 +55,25 @@ func (c *Client) Held(ctx context.Context, pattern string) iter.Seq2[LockInfo, e
 			}
 			return globMatch(pattern, key)
 		}
+		// Every node's servers first: a lock is named by its server (Node)
+		// when more than one server may hold it, a node that failed
+		// counting as one.
+		nodes := c.be.nodes().nodes
+		servers := make([][]*redis.Client, len(nodes))
+		failed := make([]error, len(nodes))
+		spread := 0
+		for i, nd := range nodes {
+			servers[i], failed[i] = c.servers(ctx, nd)
+			spread += max(len(servers[i]), 1)
+		}
 		var errs []error
-		for _, nd := range c.nodes {
-			servers, err := c.servers(ctx, nd)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("lock: held %q: %s: %w", pattern, nodeAddr(nd.rdb), redisError(err)))
+		for i, nd := range nodes {
+			if failed[i] != nil {
+				errs = append(errs, fmt.Errorf("lock: list %q: %s: %w", pattern, nodeAddr(nd.rdb), redisError(failed[i])))
 				continue
 			}
-			for _, srv := range servers {
-				ok, err := c.scan(ctx, srv, match, keep, len(c.nodes) > 1 || len(servers) > 1, yield)
+			for _, srv := range servers[i] {
+				ok, err := c.scan(ctx, srv, match, keep, spread > 1, yield)
 				if !ok {
 					return
 				}
@@ -163,7 +173,7 @@ func (c *Client) scan(ctx context.Context, srv *redis.Client, match string, keep
 			return err
 		})
 		if err != nil {
-			return true, fmt.Errorf("lock: held: %s: %w", addr, redisError(err))
+			return true, fmt.Errorf("lock: list: %s: %w", addr, redisError(err))
 		}
 		for _, info := range infos {
 			key, ok := c.keyOf(info.Name)

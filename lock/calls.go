@@ -1,0 +1,101 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// cutOff reports whether err is that of a Redis call that ctx, the call's
+// context, cut off: not an answer, nor what ended a hold.
+func cutOff(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() != nil && !errors.Is(err, ErrNotObtained) && err != ErrClosed && err != ErrLost
+}
+
+// errWaitLimit is the cause of a call context whose wait limit passed.
+var errWaitLimit = errors.New("lock: wait limit passed")
+
+// callContext returns the context of a Lock or TryLock call's Redis calls
+// and wait: derived from the observer's context, it ends when the caller's
+// does, when the wait limit set with [WithMaxWait] passes (cause
+// errWaitLimit) and at Close (cause ErrClosed), and when endCall ends the
+// call.
+func (c *Client) callContext(cl *call, lc lockConfig) context.Context {
+	return c.callContextOn(cl, lc, cl.rctx)
+}
+
+// callContextOn is callContext over base, which derives from cl.rctx.
+func (c *Client) callContextOn(cl *call, lc lockConfig, base context.Context) context.Context {
+	ctx, cancel := context.WithCancelCause(base)
+	cl.cancel = cancel
+	c.callsMu.Lock()
+	if c.callsClosed {
+		cancel(ErrClosed)
+	} else {
+		c.calls[cl] = struct{}{}
+	}
+	c.callsMu.Unlock()
+	if lc.waitSet {
+		ctx, cl.cancelLimit = context.WithDeadlineCause(ctx, cl.start.Add(lc.maxWait), errWaitLimit)
+	}
+	return ctx
+}
+
+// endCall cancels the context of a call that callContext made. The last
+// call to end after Close wakes the janitor, which Close waits for: the
+// call handed it what the call owes Redis (leaving the queue) first.
+func (c *Client) endCall(cl *call) {
+	c.callsMu.Lock()
+	delete(c.calls, cl)
+	last := c.callsClosed && len(c.calls) == 0
+	c.callsMu.Unlock()
+	if last {
+		signal(c.jan.kick)
+	}
+	if cl.cancelLimit != nil {
+		cl.cancelLimit()
+	}
+	cl.cancel(nil)
+}
+
+// closeCalls cancels the context of every call under way with ErrClosed,
+// and of any call that starts later.
+func (c *Client) closeCalls() {
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	c.callsClosed = true
+	for cl := range c.calls {
+		cl.cancel(ErrClosed)
+	}
+}
+
+// callsUnderWay reports whether a Lock or TryLock call that callContext
+// registered has yet to end.
+func (c *Client) callsUnderWay() bool {
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	return len(c.calls) > 0
+}
+
+// ended is the error of a call whose context ended: what ended it, as a
+// [NotObtainedError] joined with the caller's ctx.Err() (with
+// context.DeadlineExceeded for the wait limit when a Redis call was cut
+// off), or ErrClosed. remaining is what the last attempt said of the
+// holder's lease; cutOff tells that a Redis call was under way,
+// unanswered: when a deadline (the caller's or the wait limit) rather than
+// a cancellation cut it off, Redis did not answer in time.
+func ended(ctx context.Context, key string, remaining time.Duration, cutOff bool) error {
+	e := &NotObtainedError{Key: key, RemainingLease: remaining}
+	switch context.Cause(ctx) {
+	case ErrClosed:
+		return ErrClosed
+	case errWaitLimit:
+		e.timedOut = true
+		if !cutOff {
+			return e
+		}
+	}
+	err := ctx.Err()
+	e.unanswered = cutOff && err == context.DeadlineExceeded
+	return errors.Join(e, err)
+}

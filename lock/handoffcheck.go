@@ -1,0 +1,106 @@
+package lock
+
+import (
+	"context"
+	"time"
+)
+
+// checkLater has h's key checked just after the claim window, with
+// acquire.lua's check mode: h's release handed it to another Client's
+// waiter, whose process may be dead. Every other Client learns of no
+// hand-off but its own, so only this one, alive at the release, is sure to
+// notice one that was never confirmed; the check then gives the next
+// waiter its turn. A receiver whose Client took the message keeps its
+// place half a window longer (see hand_off in queue.lua), and a turn the
+// check started may be missed too: while the first waiter's turn or place
+// is still on, the key is checked again when it ends (see checkIn). One
+// check at a time per key. nd is the node h's release ran on.
+func (w *waiters) checkLater(nd *node, h *hold) {
+	w.checkIn(nd, h.rk, h.leaseArg, claimWindow+checkMargin)
+}
+
+// checkMargin is how long after a turn or place ends a check runs.
+const checkMargin = 5 * time.Millisecond
+
+// checkIn has rk's key checked on nd in d, and again while the check finds a
+// waiter's turn or place that ends within a window and a half (a hand-off
+// or a turn; not a waiter queued behind a held lease).
+func (w *waiters) checkIn(nd *node, rk redisKeys, lease any, d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || w.checks[rk.lock] != nil {
+		return
+	}
+	pc := &pendingCheck{nd: nd, rk: rk, lease: lease}
+	pc.timer = time.AfterFunc(d, func() {
+		w.mu.Lock()
+		delete(w.checks, pc.rk.lock)
+		w.mu.Unlock()
+		w.c.tasks.run(func() {
+			if again := w.c.check(pc.nd, pc.rk, pc.lease); again > 0 && again <= claimWindow+claimWindow/2 {
+				w.checkIn(pc.nd, pc.rk, pc.lease, again+checkMargin)
+			}
+		})
+	})
+	w.checks[rk.lock] = pc
+}
+
+// A pendingCheck is a check after a hand-off that is not due yet.
+type pendingCheck struct {
+	timer *time.Timer
+	nd    *node
+	rk    redisKeys
+	lease any
+}
+
+// check runs acquire.lua's check mode on rk's key on nd, bounded by
+// cleanupTimeout, and returns when the first waiter's turn or place ends
+// (0: the key is held, nobody waits, or Redis did not answer: the
+// waiters' own timers remain).
+func (c *Client) check(nd *node, rk redisKeys, lease any) time.Duration {
+	ctx, cancel := context.WithTimeout(c.life, cleanupTimeout)
+	defer cancel()
+	v, err := nd.run(ctx, acquireScript, rk, c.newOwner(false), lease, 1, nd.claimArg, checkMode, nd.publish).Int64Slice()
+	if err != nil || len(v) < 2 {
+		return 0
+	}
+	return time.Duration(v[1]) * time.Millisecond
+}
+
+// handOverChecks has every Client with a queued waiter of the keys of
+// pending, checks Close dropped, watch the hand-offs they were for
+// (acquire.lua's watch mode), in one pipeline, waiting for Redis until
+// deadline: a Client that closes right after releasing (a deploy) must
+// not leave a hand-off to a dead waiter unchecked.
+func (c *Client) handOverChecks(pending []*pendingCheck, deadline time.Time) {
+	if len(pending) == 0 {
+		return
+	}
+	c.onEveryNode(deadline, func(ctx context.Context, nd *node) {
+		nd.pipelined(ctx, len(pending), func(i int) (script, []string, []any) {
+			pc := pending[i]
+			return acquireScript, pc.rk.keys(), []any{c.newOwner(false), pc.lease, 1, nd.claimArg, watchMode, nd.publish}
+		})
+	})
+}
+
+// close stops the idle timers and the checks not due yet, which it
+// returns; the subscribers close the subscriptions when the Client's life
+// ends, and their listeners end with them.
+func (w *waiters) close() []*pendingCheck {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	for _, q := range w.queues {
+		if q.idle != nil {
+			q.idle.Stop()
+		}
+	}
+	var pending []*pendingCheck
+	for _, pc := range w.checks {
+		if pc.timer.Stop() {
+			pending = append(pending, pc)
+		}
+	}
+	return pending
+}

@@ -1,0 +1,118 @@
+package lock
+
+import (
+	"sync"
+	"time"
+)
+
+// A goroutine of the Client's that finished its function waits up to
+// idleWorker for another, and at most maxIdle wait at once.
+const (
+	idleWorker = 2 * time.Second
+	maxIdle    = 4
+)
+
+// tasks runs the Client's goroutines and lets Close wait for them. A
+// goroutine that finished its function waits for another for a while, so
+// that the short Redis calls of steady traffic reuse goroutines whose
+// stacks have grown instead of starting new ones.
+type tasks struct {
+	mu     sync.Mutex
+	closed bool
+	idle   int // goroutines waiting for work
+	wg     sync.WaitGroup
+	work   chan func() // unbuffered: taken by a goroutine waiting for work; closed by close
+}
+
+func newTasks() *tasks {
+	return &tasks{work: make(chan func())}
+}
+
+// run runs f in a goroutine and reports true, or reports false once the
+// Client is closed.
+func (t *tasks) run(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	select {
+	case t.work <- f:
+		return true
+	default:
+	}
+	t.wg.Add(1)
+	go t.loop(f)
+	return true
+}
+
+// loop runs f, then whatever run hands it while it waits, until it was
+// idle for idleWorker, enough others wait, or the Client closes. Its one
+// timer is not reset for every function: when it fires early (the
+// goroutine worked meanwhile) it is set again for the rest of the idle
+// time.
+func (t *tasks) loop(f func()) {
+	defer t.wg.Done()
+	var timer *time.Timer
+	for ok := true; ok; {
+		f()
+		t.mu.Lock()
+		if t.idle >= maxIdle {
+			t.mu.Unlock()
+			return
+		}
+		t.idle++
+		t.mu.Unlock()
+		idleSince := time.Now()
+		if timer == nil {
+			timer = time.NewTimer(idleWorker)
+			defer timer.Stop()
+		}
+		f, ok = t.await(timer, idleSince)
+		t.mu.Lock()
+		t.idle--
+		t.mu.Unlock()
+	}
+}
+
+// await waits for a function to run, until the goroutine has been idle
+// since idleSince for idleWorker or the Client closes (ok false).
+func (t *tasks) await(timer *time.Timer, idleSince time.Time) (f func(), ok bool) {
+	for {
+		select {
+		case f, ok = <-t.work:
+			return f, ok
+		case <-timer.C:
+			rest := idleWorker - time.Since(idleSince)
+			if rest <= 0 {
+				return nil, false
+			}
+			timer.Reset(rest)
+		}
+	}
+}
+
+// close stops new goroutines and waits up to limit for those running; it
+// reports whether they all ended. One still waiting for a Redis that does
+// not answer ends when the Redis client gives up.
+func (t *tasks) close(limit time.Duration) bool {
+	t.mu.Lock()
+	if !t.closed {
+		t.closed = true
+		close(t.work)
+	}
+	t.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		t.wg.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
