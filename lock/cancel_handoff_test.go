@@ -54,6 +54,7 @@ func (m *acquiredMark) reset() {
 // had obtained the key and reported it (the caller's business, as a
 // cancellation just after Lock returned would be).
 func TestCancelledWaiterNeverSucceedsDone(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	mark := &acquiredMark{}
 	a := locktest.NewClient(t, rdb, lock.WithObserver(mark))

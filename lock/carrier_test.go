@@ -19,6 +19,7 @@ type callerValue struct{}
 // Held and FencingToken follow the hold through every one of them, and a
 // derived context re-enters and holds a second key.
 func TestLevelContextsDerivedByTheCaller(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.WithValue(context.Background(), callerValue{}, "v")
 	c := locktest.NewClient(t, srv.Client(t))

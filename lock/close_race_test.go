@@ -19,6 +19,7 @@ import (
 // held by an owner nobody holds: another Client gets each within a claim
 // window.
 func TestCallsStartingDuringClose(t *testing.T) {
+	locktest.Timed(t)
 	srv, _ := newReal(t)
 	other := locktest.NewClient(t, srv.Client(t))
 	for iter := range 15 {
@@ -85,12 +86,12 @@ func TestCallsStartingDuringClose(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if d := time.Since(begun); d > time.Second {
+		if d := time.Since(begun); d > locktest.Bound(time.Second) {
 			t.Errorf("Close took %v", d)
 		}
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()
-		within(t, done, 1100*time.Millisecond, "calls under way at Close")
+		within(t, done, time.Second+locktest.Bound(100*time.Millisecond), "calls under way at Close")
 		for _, key := range keys {
 			var err error
 			deadline := time.Now().Add(1500 * time.Millisecond)

@@ -13,6 +13,9 @@ import (
 )
 
 func TestClose(t *testing.T) {
+	if !locktest.OwnProcess(t) { // checks the goroutines of the whole process
+		return
+	}
 	mr, rdb := locktest.NewRedis(t)
 	before := goleak.IgnoreCurrent()
 	c, err := lock.New(rdb)

@@ -18,6 +18,7 @@ import (
 // the unlock's command, which lowers the hold count, is on its way, and
 // Redis then finds no owner.
 func TestUnlockRacingCloseIsErrClosed(t *testing.T) {
+	t.Parallel()
 	srv, _ := newReal(t)
 	rounds := 400
 	if testing.Short() {
@@ -62,6 +63,7 @@ func TestUnlockRacingCloseIsErrClosed(t *testing.T) {
 // ErrClosed as Close starts, not at its own 1 s bound, so no caller's
 // goroutine is left waiting on Redis after Close returns.
 func TestCloseCutsUnlockWaitingForRedis(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	c, err := lock.New(rdb)
 	if err != nil {

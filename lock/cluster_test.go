@@ -73,7 +73,7 @@ func TestClusterWakeUpAcrossMasters(t *testing.T) {
 		if results[i].err != nil {
 			t.Fatal(results[i].err)
 		}
-		if d := results[i].at.Sub(released); d > 500*time.Millisecond {
+		if d := results[i].at.Sub(released); d > locktest.Bound(500*time.Millisecond) {
 			t.Fatalf("waiter on %s acquired %v after the release", keys[i], d)
 		}
 		_ = results[i].unlock()

@@ -35,6 +35,7 @@ func logged(t *testing.T) (*slog.Logger, func(level string) string) {
 // locks with ErrOutOfMemory, and the error names that policy: it must not
 // send the operator looking at a noeviction setting that is not there.
 func TestOOMErrorNamesEvictionPolicy(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "volatile-lru")
 	rdb := srv.Client(t)
 	log, await := logged(t)
@@ -54,6 +55,7 @@ func TestOOMErrorNamesEvictionPolicy(t *testing.T) {
 // evict lock keys (every policy but noeviction), and says nothing above
 // Debug where it cannot tell: CONFIG GET refused, as managed Redis does.
 func TestEvictionPolicyWarnedAtNew(t *testing.T) {
+	t.Parallel()
 	policies := []string{"noeviction", "allkeys-lru", "allkeys-lfu", "allkeys-random",
 		"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"}
 	for _, policy := range policies {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestFencingTokensIncrease(t *testing.T) {
+	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()

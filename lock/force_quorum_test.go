@@ -19,6 +19,7 @@ import (
 // holder, and this Client's own hold ends before ForceUnlock returns, as
 // ForceUnlock's doc says.
 func TestQuorumForceUnlockNamesMajorityHolder(t *testing.T) {
+	t.Parallel()
 	_, clients := quorumOf(t, 3)
 	rdbs := clients()
 	ctx := context.Background()
@@ -58,6 +59,7 @@ func TestQuorumForceUnlockNamesMajorityHolder(t *testing.T) {
 // re-entered its hold: the whole hold ends (every level), both unlocks
 // return ErrLost, and the next holder's token is larger.
 func TestForceUnlockIfHeldByReentrantHolder(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	ctx := context.Background()
 	holder := locktest.NewClient(t, rdb, lock.WithDefaultLease(3*time.Second))

@@ -17,6 +17,7 @@ import (
 // renewal, its unlock reports it, the queued waiter gets the key with a
 // larger token, and storage that checks tokens rejects the old holder.
 func TestForceUnlockFences(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	ctx := context.Background()
 	old := locktest.NewClient(t, rdb, lock.WithOwnerLabel("stuck"))
@@ -69,6 +70,7 @@ func TestForceUnlockFences(t *testing.T) {
 // acquisition's token is larger; the old holder's unlock reports ErrLost
 // even though the free hash still names it.
 func TestForceUnlockWithoutWaiters(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	ctx := context.Background()
 	old := locktest.NewClient(t, rdb)
@@ -94,6 +96,7 @@ func TestForceUnlockWithoutWaiters(t *testing.T) {
 }
 
 func TestForceUnlockRefusesFreeKey(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	ctx := context.Background()
 	c := locktest.NewClient(t, rdb)
@@ -118,6 +121,7 @@ func TestForceUnlockRefusesFreeKey(t *testing.T) {
 }
 
 func TestForceUnlockQuorum(t *testing.T) {
+	t.Parallel()
 	_, clients := quorumOf(t, 3)
 	rdbs := clients()
 	ctx := context.Background()
@@ -156,6 +160,7 @@ func TestForceUnlockQuorum(t *testing.T) {
 // TestForceUnlockOwnHold: a Client that forces its own hold away ends it
 // before ForceUnlock returns.
 func TestForceUnlockOwnHold(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	held, unlock := locktest.MustLock(t, c, context.Background(), "own")
@@ -175,6 +180,7 @@ func TestForceUnlockOwnHold(t *testing.T) {
 // when its lease ends, as ForceUnlock's doc says; meanwhile its fencing
 // token, smaller than the next holder's, is what stops its writes.
 func TestForceUnlockFixedLeaseHolder(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	a := locktest.NewClient(t, srv.Client(t))
@@ -207,6 +213,7 @@ func TestForceUnlockFixedLeaseHolder(t *testing.T) {
 // further back gets the key about one claim window later, not after the
 // holder's whole lease.
 func TestForceUnlockToFrozenWaiterDoesNotStall(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
@@ -267,6 +274,7 @@ func TestForceUnlockToFrozenWaiterDoesNotStall(t *testing.T) {
 // key at its next renewal; with two stalled it fails (the hold was ended
 // on one node only), and does not claim a hold it could not end.
 func TestQuorumForceUnlockStalledNodes(t *testing.T) {
+	t.Parallel()
 	for _, stalled := range []int{1, 2} {
 		t.Run(strconv.Itoa(stalled), func(t *testing.T) {
 			srvs, clients := quorumOf(t, 3)
@@ -287,7 +295,7 @@ func TestQuorumForceUnlockStalledNodes(t *testing.T) {
 				s.Resume()
 			}
 			switch {
-			case took > 1100*time.Millisecond:
+			case took > time.Second+locktest.Bound(100*time.Millisecond):
 				t.Fatalf("ForceUnlock took %v with a deadline of 1 s", took)
 			case err != nil && stalled == 1:
 				t.Fatalf("ForceUnlock with one node stalled: %v", err)
@@ -313,6 +321,7 @@ func TestQuorumForceUnlockStalledNodes(t *testing.T) {
 // next token (from Redis's clock) is still larger than the old holder's,
 // also when the old one came from a long chain of hand-offs.
 func TestForceUnlockTokenAfterHashExpired(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	c := locktest.NewClient(t, rdb)
@@ -349,6 +358,7 @@ func TestForceUnlockTokenAfterHashExpired(t *testing.T) {
 // returns ErrHolderChanged and changes nothing; an empty owner is
 // refused.
 func TestForceUnlockIfHeldBy(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	ctx := context.Background()
 	a := locktest.NewClient(t, rdb, lock.WithOwnerLabel("a"))
@@ -386,6 +396,7 @@ func TestForceUnlockIfHeldBy(t *testing.T) {
 // TestForceUnlockByDigestName: a key stored by its digest is listed by
 // Held with its Name only; Inspect and ForceUnlock take that name.
 func TestForceUnlockByDigestName(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	ctx := context.Background()
 	c := locktest.NewClient(t, rdb)

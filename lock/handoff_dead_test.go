@@ -41,7 +41,7 @@ func TestHandOffToKilledProcessesObtainableByTryLock(t *testing.T) {
 	}
 	d := obtainableAfter(holder, key, 10*time.Second)
 	t.Logf("TryLock got the key %v after the release, behind %d killed processes' waiters (-1: not within 10 s)", d, procs)
-	if d < 0 || d > 2500*time.Millisecond {
+	if d < 0 || d > 2*time.Second+locktest.Bound(500*time.Millisecond) {
 		t.Errorf("key obtainable by TryLock only %v after the release (-1: not within 10 s), behind %d killed processes' waiters; want within two 1 s claim windows", d, procs)
 	}
 }
@@ -52,6 +52,7 @@ func TestHandOffToKilledProcessesObtainableByTryLock(t *testing.T) {
 // next waiter, and the hash it creates has a TTL: a dead waiter does not
 // hold the key forever.
 func TestLeaveHandOffKeepsTTL(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 // behind the receiver (the live one among them) and the last one: the
 // live waiter must get the key within two claim windows.
 func TestLiveWaiterBetweenKilledProcesses(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	key := "watchers-killed-" + randKey()

@@ -20,6 +20,7 @@ import (
 // to every queued waiter, so L must get the key within two claim windows
 // ("whatever other waiters do").
 func TestWatcherLeavingAfterLapseOpensNextTurn(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	key := "leave-lapsed-" + randKey()

@@ -100,6 +100,7 @@ func waitTaken(t *testing.T, done <-chan struct{}, res *lockResult, since time.T
 // the releasing Client would have checked the hand-off; nobody else heard
 // of it.
 func TestReleaserDiesAfterHandOffToDeadWaiter(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	const key = "ho-releaser-dies"
@@ -129,6 +130,7 @@ func TestReleaserDiesAfterHandOffToDeadWaiter(t *testing.T) {
 // releaser has exited too. The live waiter must still get the key within
 // two claim windows of the second hand-off.
 func TestWaiterToldShortHoldWatchesHandOffs(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	const key = "ho-watcher-by-timer"
@@ -237,6 +239,7 @@ func (r *releaser) release(t *testing.T) {
 // Client at once, as a service does on every deploy. Close drops the
 // pending check (waiters.close stops the timers).
 func TestReleaserClosesAfterHandOffToDeadWaiter(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	const key = "ho-releaser-closes"
@@ -273,6 +276,7 @@ func TestReleaserClosesAfterHandOffToDeadWaiter(t *testing.T) {
 // Once a replied ran after the unlock returned, 20-66 of the 100 waiters
 // were late in each run.
 func TestReleasersCloseRightAfterUnlock(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -352,6 +356,7 @@ func TestReleasersCloseRightAfterUnlock(t *testing.T) {
 // hand-off, while the dead waiter still holds the key, and does nothing;
 // nobody checks after the dead waiter's window.
 func TestPendingCheckSwallowsLaterHandOff(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	const key = "ho-swallow"
@@ -486,6 +491,7 @@ func (c *gatedConn) Close() error {
 // within two claim windows, also with the dead process's waiters on both
 // sides of it.
 func TestWaiterLeavingHandsToDeadWaiterUnchecked(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name        string
 		ahead, last []string // dead waiters queued before and after the live one
@@ -552,6 +558,7 @@ func TestWaiterLeavingHandsToDeadWaiterUnchecked(t *testing.T) {
 // slot) reach a live waiter of another Client behind a dead one: it gets
 // the key about one claim window after the release, on every master.
 func TestClusterCheckAnnouncesTurnAfterDeadReceiver(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t, 3)
 	data := cl.Client(t)
 	holder := locktest.NewClient(t, cl.Client(t))
@@ -592,7 +599,7 @@ func TestClusterCheckAnnouncesTurnAfterDeadReceiver(t *testing.T) {
 		}
 		d := res.at.Sub(released)
 		t.Logf("%s: live waiter got the key %v after the release to a dead waiter", key, d)
-		if d > 2500*time.Millisecond {
+		if d > 2*time.Second+locktest.Bound(500*time.Millisecond) {
 			t.Errorf("%s: live waiter got the key %v after the release to a dead waiter, want within two claim windows", key, d)
 		}
 		_ = res.unlock()
@@ -607,6 +614,7 @@ func TestClusterCheckAnnouncesTurnAfterDeadReceiver(t *testing.T) {
 // confirms it, and the releasing Client's check must not take it away) or
 // lapsed and was dropped by that check (then it takes the free key).
 func TestPubSubReconnectAroundHandOff(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	admin := srv.Client(t)
 	ctx := context.Background()
@@ -642,7 +650,7 @@ func TestPubSubReconnectAroundHandOff(t *testing.T) {
 		}
 		d := res.at.Sub(released)
 		t.Logf("round %d: pub/sub back %v after the release; waiter got the key %v after the release", i, held, d)
-		if d > held+500*time.Millisecond {
+		if d > held+locktest.Bound(500*time.Millisecond) {
 			t.Errorf("round %d: pub/sub back %v after the release, but the waiter got the key only %v after it", i, held, d)
 		}
 		time.Sleep(1200 * time.Millisecond) // past the holder's check
@@ -656,6 +664,9 @@ func TestPubSubReconnectAroundHandOff(t *testing.T) {
 // Close with checks pending, and Close racing a check as it fires, leaves
 // no goroutine behind.
 func TestCloseWithPendingChecksLeavesNoGoroutine(t *testing.T) {
+	if !locktest.OwnProcess(t) { // checks the goroutines of the whole process
+		return
+	}
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	before := goleak.IgnoreCurrent()
@@ -677,7 +688,7 @@ func TestCloseWithPendingChecksLeavesNoGoroutine(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if d := time.Since(start); d > time.Second {
+		if d := time.Since(start); d > locktest.Bound(time.Second) {
 			t.Errorf("Close %v after 20 hand-offs took %v", wait, d)
 		}
 	}
@@ -688,6 +699,7 @@ func TestCloseWithPendingChecksLeavesNoGoroutine(t *testing.T) {
 // waiter: every check of the holder (one per key) runs, and every waiter
 // gets its key within two claim windows.
 func TestManyKeysHandedToDeadWaiters(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	holder := locktest.NewClient(t, srv.Client(t))
@@ -721,7 +733,7 @@ func TestManyKeysHandedToDeadWaiters(t *testing.T) {
 		_ = results[i].unlock()
 	}
 	t.Logf("%d keys: the last waiter got its key %v after the releases", n, worst)
-	if worst > 2500*time.Millisecond {
+	if worst > 2*time.Second+locktest.Bound(500*time.Millisecond) {
 		t.Errorf("a waiter got its key %v after the release to a dead waiter, want within two claim windows", worst)
 	}
 }

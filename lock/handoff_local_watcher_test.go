@@ -21,6 +21,7 @@ import (
 // failed (about half the time): three keys at once, and C's other work
 // keeps its pipe busy.
 func TestLocalWatcherLeavingPassesItsCheck(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	holder, err := lock.New(srv.Client(t))

@@ -21,6 +21,7 @@ import (
 // Clients, or 17th behind the receiver, got the key only when the holder's
 // lease ran out (8 s).
 func TestLiveWaiterWhereverItStands(t *testing.T) {
+	t.Parallel()
 	deadA := func(n int) []string { // waiters of the receiver's process
 		var s []string
 		for i := range n {

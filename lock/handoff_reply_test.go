@@ -13,12 +13,13 @@ import (
 )
 
 // replyFaults acts on the script calls of one lock hash: it holds back the
-// next attempt to acquire it (once armed), and loses the reply of the next
-// release (once armed) after Redis ran it, as a connection that broke then
-// would.
+// next attempt to acquire it (once armed) until let is closed, closing
+// held when it has it, and loses the reply of the next release (once
+// armed) after Redis ran it, as a connection that broke then would.
 type replyFaults struct {
 	key       string
 	holdBack  atomic.Bool
+	held, let chan struct{}
 	loseReply atomic.Bool
 }
 
@@ -39,7 +40,8 @@ func (f *replyFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		// acquire.lua has 4 keys and 6 arguments, release.lua 4 and 5.
 		switch {
 		case len(args) == 13 && f.holdBack.CompareAndSwap(true, false):
-			time.Sleep(150 * time.Millisecond)
+			close(f.held)
+			<-f.let
 		case len(args) == 12 && f.loseReply.CompareAndSwap(true, false):
 			if err := next(ctx, cmd); err != nil {
 				return err
@@ -59,8 +61,9 @@ func (f *replyFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // attempt is held back, so Redis queues b before a, and the hand-off from
 // w0 goes to b.
 func TestLostReleaseReplyStillWakesHandedWaiter(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
-	f := &replyFaults{key: "lockkit:{lost-reply}"}
+	f := &replyFaults{key: "lockkit:{lost-reply}", held: make(chan struct{}), let: make(chan struct{})}
 	rdb.AddHook(f)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
@@ -72,8 +75,10 @@ func TestLostReleaseReplyStillWakesHandedWaiter(t *testing.T) {
 
 	f.holdBack.Store(true)
 	doneA, a := lockAsync(c, ctx, key) // joins this process's queue, its attempt held back
-	time.Sleep(30 * time.Millisecond)
+	within(t, f.held, 5*time.Second, "a's attempt held back")
 	doneB, b := lockAsync(c, ctx, key)
+	waitQueued(t, rdb, key, 2)
+	close(f.let)
 	waitQueued(t, rdb, key, 3)
 	if q := rdb.LRange(ctx, "lockkit:{lost-reply}:queue", 0, -1).Val(); len(q) != 3 {
 		t.Fatalf("queue %v", q)
@@ -96,7 +101,7 @@ func TestLostReleaseReplyStillWakesHandedWaiter(t *testing.T) {
 	if b.err != nil {
 		t.Fatal(b.err)
 	}
-	if d := b.at.Sub(start); d > 500*time.Millisecond {
+	if d := b.at.Sub(start); d > locktest.Bound(500*time.Millisecond) {
 		t.Errorf("b got the key %v after w0's release, want within 500 ms (the janitor's release again)", d)
 	}
 	select {

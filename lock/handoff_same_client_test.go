@@ -55,6 +55,7 @@ func (g *attemptGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // key within milliseconds, not when the claim window or the holder's lease
 // it was told of runs out, and before v, queued behind it.
 func TestReleaseWakesTheNextWaiterOfTheSameClient(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	const key = "same-client"
 	g := &attemptGate{key: "lockkit:{" + key + "}", ran: make(chan struct{}), open: make(chan struct{})}

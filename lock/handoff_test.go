@@ -16,6 +16,7 @@ import (
 // waiter, in another Client, learns it from the message and starts without
 // sending a command, with a token larger than the last holder's.
 func TestHandOffStartsWithoutACommand(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	holder := locktest.NewClient(t, rdb)
 	wrdb := srv.Client(t)
@@ -94,6 +95,7 @@ func TestHandedOverHoldKeepsItsLease(t *testing.T) {
 // however many Clients wait, the cost of a hand-off in Redis stays four
 // messages at most.
 func TestHandOffIsToldToFourClientsAtMost(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	watch := srv.Client(t).PSubscribe(ctx, "lockkit:{told}:released*")

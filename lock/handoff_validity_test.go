@@ -65,6 +65,7 @@ func (h *failRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // mutual-exclusion failure, and FencingToken would still vouch for the
 // stale one.
 func TestHandedOverShortLeaseLearnsLossBeforeTakeover(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	const key = "ho-short"
 	const lease = 90 * time.Millisecond
@@ -86,10 +87,11 @@ func TestHandedOverShortLeaseLearnsLossBeforeTakeover(t *testing.T) {
 	acquired(t, done, res, "the waiter the key was handed to")
 
 	// The first renewal went through (TTL now the 90 ms lease), later
-	// ones fail.
-	for start := time.Now(); hook.failed.Load() == 0; time.Sleep(time.Millisecond) {
+	// ones fail (on a slow machine the hold may end by its validity before
+	// a second renewal is due).
+	for start := time.Now(); hook.failed.Load() == 0 && res.ctx.Err() == nil; time.Sleep(time.Millisecond) {
 		if time.Since(start) > 2*time.Second {
-			t.Fatalf("no renewal failed within 2 s (passed %d)", hook.passed.Load())
+			t.Fatalf("no renewal failed within 2 s (passed %d), and the hold lives", hook.passed.Load())
 		}
 	}
 	t.Logf("PTTL after the first renewal: %v", rdb.PTTL(ctx, "lockkit:{"+key+"}").Val())
@@ -129,6 +131,7 @@ func TestHandedOverShortLeaseLearnsLossBeforeTakeover(t *testing.T) {
 // anyone, not kept for the rest of the claim window as if a queued waiter
 // still had its turn.
 func TestLapsedFixedLeaseAfterHandOffFreesKey(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	const key = "ho-fixed"
 	const lease = 150 * time.Millisecond
@@ -253,7 +256,7 @@ func TestRedisStallDuringHandOff(t *testing.T) {
 					}
 					continue
 				}
-				if time.Since(start) > 1500*time.Millisecond {
+				if time.Since(start) > time.Second+locktest.Bound(500*time.Millisecond) {
 					t.Fatalf("key not obtainable %v after Redis resumed: %v", time.Since(start), err)
 				}
 			}
@@ -268,6 +271,7 @@ func TestRedisStallDuringHandOff(t *testing.T) {
 // process is alive, and it must get the key first (FIFO across Clients),
 // and soon after W's lease lapsed, not after the claim window.
 func TestLapsedHandOffKeepsFIFOForItsClient(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	const key = "ho-fifo"
 	holder := locktest.NewClient(t, rdb)
@@ -323,7 +327,7 @@ func TestLapsedHandOffKeepsFIFOForItsClient(t *testing.T) {
 	if first != "W2" {
 		t.Errorf("X, queued after W2, got the key first: W2 (alive, W's Client) was dropped from the queue as if its process had died")
 	}
-	if d > 500*time.Millisecond {
+	if d > locktest.Bound(500*time.Millisecond) {
 		t.Errorf("the key went to the next waiter %v after W's lease lapsed; want well under the 1 s claim window", d)
 	}
 }

@@ -30,6 +30,7 @@ type queued struct {
 // TestLiveWaiterBetweenKilledProcesses and
 // TestReleaserDiesAfterHandOffToDeadWaiter.
 func TestWatchersOfHandOffToDeadWaiter(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		queue []queued
@@ -89,7 +90,7 @@ func TestWatchersOfHandOffToDeadWaiter(t *testing.T) {
 			for _, done := range ended {
 				within(t, done, 2*time.Second, "a waiter giving up or ended by Close")
 			}
-			if d := time.Since(handed); d > time.Second {
+			if d := time.Since(handed); d > locktest.Bound(time.Second) {
 				t.Fatalf("premise: the waiters gave up %v after the hand-off, after their checks were due", d)
 			}
 			waitTaken(t, live, res, handed, 2500*time.Millisecond, "the live waiter")

@@ -15,6 +15,7 @@ import (
 // key ending in 'b' whose digest's hex ends in 'a' (which SCAN matches)
 // nor one ending in 'a'; "*" lists both.
 func TestHeldDigestKeysFollowPattern(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	ctx := context.Background()
 	c := locktest.NewClient(t, rdb)
@@ -67,6 +68,7 @@ func TestHeldDigestKeysFollowPattern(t *testing.T) {
 // a class starting with '-' ("[-_]", common with key names) is accepted,
 // the '-' read as a literal as Redis reads it.
 func TestHeldAcceptsRedisGlobs(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	ctx := context.Background()
 	c := locktest.NewClient(t, rdb)

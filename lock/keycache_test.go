@@ -16,6 +16,7 @@ import (
 // distinct; two Clients with different prefixes do not exclude each
 // other; more than 256 keys (the cache emptied) keep working.
 func TestKeyCacheKeepsKeysDistinct(t *testing.T) {
+	t.Parallel()
 	srv, _ := newReal(t)
 	ctx := context.Background()
 	a := locktest.NewClient(t, srv.Client(t), lock.WithPrefix("p1"))

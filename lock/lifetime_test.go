@@ -23,6 +23,7 @@ func waitEnded(t *testing.T, ctx context.Context, limit time.Duration) error {
 }
 
 func TestReenterLostHold(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	lctx, unlock := locktest.MustLock(t, c, context.Background(), "k", lock.WithFixedLease(50*time.Millisecond))
@@ -49,6 +50,7 @@ func TestReenterLostHold(t *testing.T) {
 // re-enters (before the unlock) or contends like any other caller (after
 // it): it never sees an internal error.
 func TestReenterRacingUnlock(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	for i := 0; i < 300; i++ {
@@ -75,6 +77,7 @@ func TestReenterRacingUnlock(t *testing.T) {
 }
 
 func TestUnlockOuterFirstEndsInner(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	outer, unlockOuter := locktest.MustLock(t, c, context.Background(), "k")
@@ -140,6 +143,7 @@ func TestHoldUntilUnlock(t *testing.T) {
 // Without WithHoldUntilUnlock, renewal stops when the caller's context
 // ends and the lease lapses; the hold then reports so everywhere.
 func TestParentDoneLeaseLapses(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	c := locktest.NewClient(t, rdb)
 	const lease = 300 * time.Millisecond

@@ -22,6 +22,7 @@ import (
 // to processes killed before; a live waiter of a third Client stands among
 // them. It must get the key within two claim windows of the release.
 func TestFrozenThenKilledReceiverDoesNotStallKey(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	key := "adv-frozen-receiver-" + randKey()

@@ -13,6 +13,7 @@ import (
 )
 
 func TestLockUnlock(t *testing.T) {
+	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
@@ -51,6 +52,7 @@ func TestLockUnlock(t *testing.T) {
 }
 
 func TestTryLockContended(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
@@ -72,6 +74,7 @@ func TestTryLockContended(t *testing.T) {
 }
 
 func TestReentry(t *testing.T) {
+	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
@@ -129,6 +132,7 @@ func countOf(t *testing.T, mr *locktest.Redis, key string) string {
 }
 
 func TestHoldingOtherKeysStillContends(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
@@ -148,6 +152,7 @@ func TestHoldingOtherKeysStillContends(t *testing.T) {
 }
 
 func TestUnlockWithCancelledContext(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -162,6 +167,7 @@ func TestUnlockWithCancelledContext(t *testing.T) {
 }
 
 func TestLockWaitLimitAndCancel(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
@@ -189,6 +195,7 @@ func TestLockWaitLimitAndCancel(t *testing.T) {
 }
 
 func TestKeysStayDistinct(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
@@ -218,6 +225,7 @@ func TestKeysStayDistinct(t *testing.T) {
 }
 
 func TestRedisKeySizeBounded(t *testing.T) {
+	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	_, unlock := locktest.MustLock(t, c, context.Background(), strings.Repeat("z", lock.MaxKeyLen))
@@ -230,6 +238,7 @@ func TestRedisKeySizeBounded(t *testing.T) {
 }
 
 func TestConcurrentUnlockCalls(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	_, unlock := locktest.MustLock(t, c, context.Background(), "k")

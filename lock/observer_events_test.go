@@ -17,6 +17,7 @@ import (
 // TestObserverNameAndInternal: WithName and WithInternal reach the
 // observer with the call; a bad name is refused before any Redis call.
 func TestObserverNameAndInternal(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	rec := &recorder{}
 	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
@@ -61,6 +62,7 @@ func TestObserverNameAndInternal(t *testing.T) {
 // with its place in the queue before it ends; a TryLock and a Lock that
 // gets the key at once are not.
 func TestObserverWaiting(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	rec := &recorder{}
 	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
@@ -115,6 +117,7 @@ func TestObserverWaiting(t *testing.T) {
 // TestObserverLossReason: a lease found gone in Redis and one whose
 // validity ran out without a confirmed renewal are told apart.
 func TestObserverLossReason(t *testing.T) {
+	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
 	rec := &recorder{}
 	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
@@ -201,6 +204,7 @@ func (h markHook) note(ctx context.Context, cmd redis.Cmder) {
 // AcquireStarted returned, those of an unlock under the one AcquireEnded
 // returned, and the watchdog's under the one Background returned.
 func TestObserverContexts(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	hook := markHook{marks: make(chan string, 1000)}
 	rdb.AddHook(hook)
@@ -262,6 +266,7 @@ func TestObserverContexts(t *testing.T) {
 // run in the Client's receive loop, under the Client's life context (not
 // go-redis's channel goroutine, which works under context.TODO).
 func TestEveryCommandUnderObserverContexts(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })

@@ -55,6 +55,7 @@ func (r *recorder) counts() (acquires, releases, renewals int) {
 }
 
 func TestObserverSeesEveryOutcome(t *testing.T) {
+	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
 	rec := &recorder{}
 	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))

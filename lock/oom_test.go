@@ -46,6 +46,7 @@ func fill(t *testing.T, rdb *redis.Client) []string {
 // unlock still releases: nothing is silently lost, and locking works again
 // once memory is freed.
 func TestOutOfMemory(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 	rdb := srv.Client(t)
 	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(600*time.Millisecond))

@@ -14,6 +14,7 @@ import (
 )
 
 func TestNewRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	var nilClient *redis.Client
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"}})
@@ -50,6 +51,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 }
 
 func TestLockRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	tests := []struct {

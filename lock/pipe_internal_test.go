@@ -43,6 +43,7 @@ func (e *evalCount) count(cmd redis.Cmder) {
 // instead of sending it. The queue is held here as if both senders were
 // busy and the stall timer had not fired yet.
 func TestQueuedCallWhoseContextEndedIsNotSent(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	evals := &evalCount{}
 	rdb.AddHook(evals)

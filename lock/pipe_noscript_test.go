@@ -15,6 +15,7 @@ import (
 // a few keys (their calls batched in pipelines): no call fails, mutual
 // exclusion holds, and every goroutine makes progress.
 func TestScriptFlushDuringBatches(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	clients := []*struct{ n atomic.Int64 }{{}, {}}
 	a := locktest.NewClient(t, srv.Client(t))

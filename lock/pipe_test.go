@@ -127,6 +127,7 @@ func awaitTakes(t *testing.T, w *wire, hash string, n int) {
 // Locks and unlocks of many goroutines of one Client share round trips:
 // fewer round trips than script calls, some pipelines carrying several.
 func TestConcurrentCallsSharePipelines(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	w := &wire{}
 	rdb.AddHook(w)
@@ -170,6 +171,7 @@ type callerMark struct{}
 // as the Observer documentation promises: a tracing hook sees the caller's
 // span as its parent.
 func TestLoneCallRunsUnderCallersContext(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	w := &wire{}
 	rdb.AddHook(w)
@@ -200,6 +202,7 @@ func TestLoneCallRunsUnderCallersContext(t *testing.T) {
 // stalled queue, within milliseconds; a call that then hangs too returns
 // at its deadline.
 func TestStalledSendersDoNotHoldQueue(t *testing.T) {
+	locktest.Timed(t)
 	_, rdb := newReal(t)
 	w := &wire{hold: "lockkit:{pipe-stuck}", free: make(chan struct{})}
 	rdb.AddHook(w)
@@ -222,7 +225,7 @@ func TestStalledSendersDoNotHoldQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took > 50*time.Millisecond {
+	if took > locktest.Bound(50*time.Millisecond) {
 		t.Errorf("a call behind two stuck senders took %v, want a few ms (a sender starts after 1 ms)", took)
 	}
 	if err := unlock(); err != nil {
@@ -237,7 +240,7 @@ func TestStalledSendersDoNotHoldQueue(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a call with a 20 ms deadline that hangs too: %v, want context.DeadlineExceeded", err)
 	}
-	if took > 20*time.Millisecond+slack {
+	if took > 20*time.Millisecond+locktest.Bound(slack) {
 		t.Errorf("a call with a 20 ms deadline that hangs too returned after %v", took)
 	}
 	close(w.free)
@@ -254,11 +257,12 @@ func TestStalledSendersDoNotHoldQueue(t *testing.T) {
 // for a round trip before its own would outlast, is still obtained by
 // every one of six concurrent callers, again and again.
 func TestCallsDoNotWaitForOtherRoundTrips(t *testing.T) {
+	locktest.Timed(t)
 	_, rdb := newReal(t)
-	rdb.AddHook(latency{100 * time.Millisecond})
+	rdb.AddHook(latency{locktest.Bound(100 * time.Millisecond)})
 	c := locktest.NewClient(t, rdb)
 	warm(t, c)
-	const lease = 150 * time.Millisecond
+	lease := locktest.Bound(150 * time.Millisecond) // 1.5 round trips
 	var wg sync.WaitGroup
 	for i := range 6 {
 		wg.Add(1)
@@ -266,7 +270,7 @@ func TestCallsDoNotWaitForOtherRoundTrips(t *testing.T) {
 			defer wg.Done()
 			key := fmt.Sprintf("pipe-slow-%d", i)
 			for range 3 {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), locktest.Bound(time.Second))
 				start := time.Now()
 				_, unlock, err := c.Lock(ctx, key, lock.WithLease(lease))
 				took := time.Since(start)
@@ -284,6 +288,7 @@ func TestCallsDoNotWaitForOtherRoundTrips(t *testing.T) {
 
 // Calls that queue behind busy senders are sent in the order they came.
 func TestQueuedCallsKeepTheirOrder(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	w := &wire{hold: "lockkit:{pipe-gate}", free: make(chan struct{})}
 	rdb.AddHook(w)
@@ -321,7 +326,7 @@ func TestQueuedCallsKeepTheirOrder(t *testing.T) {
 		for queued.Load() < int64(i+1) {
 			time.Sleep(time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond) // it has queued
+		time.Sleep(locktest.Bound(5 * time.Millisecond)) // it has queued
 	}
 	close(w.free)
 	done.Wait()

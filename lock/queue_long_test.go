@@ -67,6 +67,7 @@ func slowestScript(t *testing.T, rdb *redis.Client) time.Duration {
 // whole queue per dead Client: 3000 processes killed together (one waiter
 // each) once made one script block Redis for about a second.
 func TestLongQueueScriptTime(t *testing.T) {
+	locktest.Timed(t)
 	for _, tc := range []struct {
 		name       string
 		dead, live int
@@ -93,7 +94,7 @@ func TestLongQueueScriptTime(t *testing.T) {
 			if left != int64(tc.live) {
 				t.Fatalf("%d waiters left queued, want %d", left, tc.live)
 			}
-			if d > 250*time.Millisecond {
+			if d > locktest.Bound(250*time.Millisecond) {
 				t.Errorf("one acquire.lua blocked Redis for %v (%d dead Clients at the front, %d live behind)", d, tc.dead, tc.live)
 			}
 		})

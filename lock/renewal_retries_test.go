@@ -27,6 +27,7 @@ var retriesClaim = regexp.MustCompile(`renewal is tried about (\d+) times`)
 // two in step. The Redis client fails at once (one dial, no retry), as
 // go-redis's retries fail well within a twelfth of the default lease.
 func TestRenewalAttemptsBeforeLoss(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)

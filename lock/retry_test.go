@@ -34,6 +34,7 @@ func (replayScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 func TestRetriedCommandsChangeOneLevel(t *testing.T) {
+	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
 	rdb.AddHook(replayScripts{})
 	c := locktest.NewClient(t, rdb)
@@ -84,6 +85,7 @@ func (h cancelDuringCall) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 }
 
 func TestContextEndedDuringCall(t *testing.T) {
+	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	rdb.AddHook(cancelDuringCall{cancel})
@@ -125,6 +127,7 @@ func (h *dropFirstReleaseReply) ProcessPipelineHook(next redis.ProcessPipelineHo
 }
 
 func TestRetriedReleaseAfterTakeoverIsNoLoss(t *testing.T) {
+	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
 	b := locktest.NewClient(t, redis.NewClient(&redis.Options{Addr: mr.Addr}))
 	ctx := context.Background()

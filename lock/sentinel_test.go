@@ -53,6 +53,9 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	holder, other := newClient(), newClient()
 	held, unlock := locktest.MustLock(t, holder, ctx, "pay")
+	waitFor(t, 10*time.Second, "the lock on the replica", func() bool {
+		return locktest.Held(t, replica.Client(t), "lockkit:{pay}")
+	})
 	redistest.Failover(t, sentinel.Addr, "locks")
 	waitFor(t, 15*time.Second, "failover to the replica", func() bool {
 		addr, err := sc.GetMasterAddrByName(ctx, "locks").Result()

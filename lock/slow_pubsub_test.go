@@ -163,6 +163,7 @@ func TestLapseIsCounted(t *testing.T) {
 // whose holder keeps it for a minute, must not send commands: over a
 // second its Client sends at most one.
 func TestNoPollingAfterRedisStallWithHealthyPubSub(t *testing.T) {
+	t.Parallel()
 	srv, admin := newReal(t)
 	holder := locktest.NewClient(t, srv.Client(t))
 	wrdb := srv.Client(t)

@@ -18,6 +18,7 @@ import (
 // the key held (ginlock's TestWaitEndingDuringAnsweredRetryIsAConflict):
 // the line is a retry unanswered for 100 ms.
 func TestStallAfterQueuedIsNotContention(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		bound func(context.Context) (context.Context, context.CancelFunc, []lock.LockOption)

@@ -42,6 +42,8 @@ func stalled(t *testing.T, setup func(c *lock.Client, rdb *redis.Client)) (*redi
 // 100 ms when Redis stalls, with go-redis's default timeouts (3 s reads),
 // although the cleanup they leave must still reach Redis.
 func TestCallsKeepDeadlinesWhenRedisStalls(t *testing.T) {
+	locktest.Timed(t)
+	slack := locktest.Bound(slack)
 	var heldCtx context.Context
 	var unlockHeld lock.UnlockFunc
 	_, c := stalled(t, func(c *lock.Client, _ *redis.Client) {
@@ -167,7 +169,7 @@ func TestCutOffCallsDoNotBlockKeyAfterStall(t *testing.T) {
 				}
 				took := time.Since(resumed)
 				t.Logf("%q obtained %v after Redis resumed", key, took)
-				if took > time.Second+500*time.Millisecond {
+				if took > time.Second+locktest.Bound(500*time.Millisecond) {
 					t.Errorf("%q blocked %v after Redis resumed; want within one claim window (1 s)", key, took)
 				}
 				if err := unlock(); err != nil {
@@ -216,10 +218,10 @@ func TestCloseWhenRedisStalls(t *testing.T) {
 		if err != nil {
 			t.Errorf("Close = %v", err)
 		}
-		if took > time.Second {
+		if took > locktest.Bound(time.Second) {
 			t.Errorf("ReadTimeout %v: Close took %v on a stalled Redis", readTimeout, took)
 		}
-		if d := <-second; d > time.Second {
+		if d := <-second; d > locktest.Bound(time.Second) {
 			t.Errorf("second Close took %v", d)
 		}
 		checkClosed(t, []context.Context{held}, waiting)

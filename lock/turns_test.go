@@ -31,6 +31,7 @@ func rounds(t *testing.T, n int) int {
 // its sleep: in every round the waiter gets the key right after the
 // release, never after the holder's lease.
 func TestNoLostWakeUp(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	holder := locktest.NewClient(t, rdb)
 	waiter := locktest.NewClient(t, srv.Client(t))
@@ -57,7 +58,7 @@ func TestNoLostWakeUp(t *testing.T) {
 	t.Logf("%d rounds: largest release→acquire gap %v", n, worst)
 	// The target is 50 ms; the bound leaves room for a loaded CI machine.
 	// A lost wake-up costs the holder's lease (30 s).
-	if worst > 250*time.Millisecond {
+	if worst > locktest.Bound(250*time.Millisecond) {
 		t.Fatalf("largest release→acquire gap %v, want well under the lease", worst)
 	}
 }
@@ -111,7 +112,7 @@ func TestLeavingWaitersDoNotExtendADeadTurn(t *testing.T) {
 	defer res.unlock()
 	d := res.at.Sub(released)
 	t.Logf("waiter acquired %v after the release", d)
-	if d > 1500*time.Millisecond {
+	if d > time.Second+locktest.Bound(500*time.Millisecond) {
 		t.Fatalf("waiter acquired %v after the release, want within about one 1 s claim window", d)
 	}
 }
@@ -147,7 +148,7 @@ func TestDeadProcessesStallAFreeKey(t *testing.T) {
 		}
 		d := res.at.Sub(released)
 		t.Logf("live waiter acquired %v after the release, behind %d dead processes × %d waiters", d, tc.procs, tc.waiters)
-		if d > 2500*time.Millisecond {
+		if d > 2*time.Second+locktest.Bound(500*time.Millisecond) {
 			t.Errorf("%d dead processes: live waiter acquired %v after the release, want within two 1 s claim windows", tc.procs, d)
 		}
 		_ = res.unlock()
@@ -158,6 +159,7 @@ func TestDeadProcessesStallAFreeKey(t *testing.T) {
 // release hands the key to the first of two dead waiters; when that
 // hand-off lapses unused, the next waiter gets a turn.
 func TestTryLockDuringTurnSaysReserved(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	holder := locktest.NewClient(t, rdb)
 	ctx := context.Background()

@@ -52,6 +52,7 @@ func runOut(c *Client, h *hold, now time.Time) {
 // the expired hold's own timer had removed it from the watchdog before
 // that wake-up. A hold that is ending must not be renewed with others.
 func TestExpiringHoldDoesNotFailItsBatch(t *testing.T) {
+	t.Parallel()
 	c, a, b := twoHolds(t)
 	now := time.Now()
 	runOut(c, a, now)
@@ -90,6 +91,7 @@ func TestExpiringHoldDoesNotFailItsBatch(t *testing.T) {
 // before the hold was ended, keeps the hold: the watchdog schedules its
 // new validity, and ends it then if nothing extends it again.
 func TestRenewalBetweenDueAndExpire(t *testing.T) {
+	t.Parallel()
 	c, a, _ := twoHolds(t)
 	now := time.Now()
 	runOut(c, a, now)

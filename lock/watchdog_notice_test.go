@@ -19,6 +19,7 @@ import (
 // lease. When a waiter obtains a key, the holder's lock context of that
 // key must be done already, with cause ErrLost.
 func TestManyHoldersToldBeforeTakeover(t *testing.T) {
+	t.Parallel()
 	srv, _ := newReal(t)
 	opts := []lock.Option{lock.WithDefaultLease(600 * time.Millisecond), lock.WithDrift(60 * time.Millisecond)}
 	holder := locktest.NewClient(t, srv.Client(t), opts...)

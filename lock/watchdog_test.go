@@ -43,6 +43,7 @@ func TestWatchdogKeepsLeaseThenStops(t *testing.T) {
 }
 
 func TestLossWhenKeyDeleted(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(time.Second))
 	lctx, unlock := locktest.MustLock(t, c, context.Background(), "gone")
@@ -79,6 +80,7 @@ func TestLossWhenRedisStops(t *testing.T) {
 }
 
 func TestFixedLeaseExpires(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
@@ -107,6 +109,7 @@ func TestFixedLeaseExpires(t *testing.T) {
 // the watchdog had planned its next wake-up for the long one's renewal,
 // and the long one goes on.
 func TestShortLeaseEndsAmongLongerOnes(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(30*time.Second))
 	ctx := context.Background()
@@ -132,6 +135,7 @@ func TestShortLeaseEndsAmongLongerOnes(t *testing.T) {
 }
 
 func TestParentDoneStopsRenewal(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(500*time.Millisecond))
 	parent, cancel := context.WithCancel(context.Background())
@@ -160,6 +164,7 @@ func TestParentDoneStopsRenewal(t *testing.T) {
 // A holder that unlocks after its lease lapsed and another owner took the
 // key is told it lost the lock, and the new owner keeps it.
 func TestUnlockAfterTakeoverReportsLoss(t *testing.T) {
+	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
 	a := locktest.NewClient(t, rdb)
 	b := locktest.NewClient(t, rdb)
