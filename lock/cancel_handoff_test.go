@@ -97,7 +97,7 @@ func TestCancelledWaiterNeverSucceedsDone(t *testing.T) {
 		if err := unlockB(); err != nil {
 			t.Fatalf("round %d: B's unlock: %v", i, err)
 		}
-		within(t, aDone, 2*time.Second, "A's Lock")
+		locktest.Within(t, aDone, 2*time.Second, "A's Lock")
 		switch {
 		case aRes.err == nil:
 			if doneAtReturn && cancelledFirst.Load() {
@@ -110,7 +110,7 @@ func TestCancelledWaiterNeverSucceedsDone(t *testing.T) {
 			failures++
 		}
 		// Whatever A got, C, next in line, gets the key at once.
-		within(t, cDone, 500*time.Millisecond, "C's Lock after A's turn")
+		locktest.Within(t, cDone, 500*time.Millisecond, "C's Lock after A's turn")
 		if cRes.err != nil {
 			t.Fatalf("round %d: C's Lock = %v", i, cRes.err)
 		}

@@ -40,7 +40,7 @@ func TestLevelContextsDerivedByTheCaller(t *testing.T) {
 	}
 	check := func(what, key string, d derived, want error) {
 		t.Helper()
-		within(t, d.fired, 3*time.Second, what+": AfterFunc")
+		locktest.Within(t, d.fired, 3*time.Second, what+": AfterFunc")
 		for _, x := range []context.Context{d.cancelled, d.value} {
 			if x.Err() == nil {
 				t.Errorf("%s: derived context not cancelled", what)

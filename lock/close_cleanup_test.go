@@ -70,7 +70,7 @@ func TestCloseStopsPingerAndSlowPolling(t *testing.T) {
 		return
 	}
 	srv, admin := newReal(t)
-	proxy := startBlackHoleProxy(t, srv.Addr)
+	proxy := locktest.StartProxy(t, srv.Addr)
 	before := lockGoroutines()
 	wrdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
 	defer wrdb.Close()
@@ -85,14 +85,14 @@ func TestCloseStopsPingerAndSlowPolling(t *testing.T) {
 	defer holder.Close()
 	ctx := context.Background()
 	key := "adv-close-pinger-" + randKey()
-	proxy.slowPubSub(300*time.Millisecond, 400*time.Millisecond)
+	proxy.SlowPubSub(300*time.Millisecond, 400*time.Millisecond)
 	// Hand-offs to c's waiters, told late: slow-pub/sub mode.
 	for range 3 {
 		_, unlock := locktest.MustLock(t, holder, ctx, key)
 		done, res := lockAsync(c, ctx, key)
 		waitQueued(t, admin, key, 1)
 		_ = unlock()
-		within(t, done, 5*time.Second, "c's Lock")
+		locktest.Within(t, done, 5*time.Second, "c's Lock")
 		if res.err != nil {
 			t.Fatal(res.err)
 		}
@@ -105,14 +105,14 @@ func TestCloseStopsPingerAndSlowPolling(t *testing.T) {
 		waiting = append(waiting, done)
 	}
 	waitQueued(t, admin, key, 5)
-	proxy.slowPubSub(0, 0) // slow mode lasts 10 s; the cut needs a delivery in time
-	within(t, proxy.cutAfterNextDelivery(), 10*time.Second, "a delivery on the pub/sub connection")
+	proxy.SlowPubSub(0, 0) // slow mode lasts 10 s; the cut needs a delivery in time
+	locktest.Within(t, proxy.CutPubSubAfterNextDelivery(), 10*time.Second, "a delivery on the pub/sub connection")
 	time.Sleep(1500 * time.Millisecond) // the health check waits for its PING's answer
 	if took := timed(func() { _ = c.Close() }); took > locktest.Bound(time.Second) {
 		t.Errorf("Close took %v", took)
 	}
 	for _, done := range waiting {
-		within(t, done, time.Second, "a waiter after Close")
+		locktest.Within(t, done, time.Second, "a waiter after Close")
 	}
 	_ = wrdb.Close()
 	_ = unlock()

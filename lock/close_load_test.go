@@ -82,7 +82,7 @@ func TestCloseUnderLoad(t *testing.T) {
 			close(stop)
 			done := make(chan struct{})
 			go func() { wg.Wait(); close(done) }()
-			within(t, done, 3*time.Second, "callers after Close")
+			locktest.Within(t, done, 3*time.Second, "callers after Close")
 			if stall {
 				srv.Resume()
 			}

@@ -65,7 +65,7 @@ func TestCloseLeavesQueueBeforeReturning(t *testing.T) {
 		if err := unlockB(); err != nil {
 			t.Fatal(err)
 		}
-		within(t, cDone, 2*time.Second, "C's Lock")
+		locktest.Within(t, cDone, 2*time.Second, "C's Lock")
 		if cRes.err != nil {
 			t.Fatalf("C's Lock = %v", cRes.err)
 		}

@@ -91,7 +91,7 @@ func TestCallsStartingDuringClose(t *testing.T) {
 		}
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()
-		within(t, done, time.Second+locktest.Bound(100*time.Millisecond), "calls under way at Close")
+		locktest.Within(t, done, time.Second+locktest.Bound(100*time.Millisecond), "calls under way at Close")
 		for _, key := range keys {
 			var err error
 			deadline := time.Now().Add(1500 * time.Millisecond)

@@ -25,9 +25,7 @@ func TestClose(t *testing.T) {
 	ctx := context.Background()
 	held, unlock := locktest.MustLock(t, c, ctx, "k")
 	done, waiting := lockAsync(c, ctx, "k")
-	for len(mr.PubSubChannels("lockkit:{k}:released:*")) != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	locktest.Eventually(t, 5*time.Second, "the waiter subscribed", func() bool { return len(mr.PubSubChannels("lockkit:{k}:released:*")) == 1 })
 
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -35,7 +33,7 @@ func TestClose(t *testing.T) {
 	if cause := context.Cause(held); cause != lock.ErrClosed {
 		t.Fatalf("held ctx cause = %v, want ErrClosed", cause)
 	}
-	within(t, done, time.Second, "waiter woken by Close")
+	locktest.Within(t, done, time.Second, "waiter woken by Close")
 	if !errors.Is(waiting.err, lock.ErrClosed) {
 		t.Fatalf("waiting Lock = %v, want ErrClosed", waiting.err)
 	}

@@ -69,7 +69,7 @@ func TestClusterWakeUpAcrossMasters(t *testing.T) {
 			t.Fatal(err)
 		}
 		released := time.Now()
-		within(t, dones[i], 5*time.Second, "waiter on "+keys[i])
+		locktest.Within(t, dones[i], 5*time.Second, "waiter on "+keys[i])
 		if results[i].err != nil {
 			t.Fatal(results[i].err)
 		}
@@ -86,7 +86,7 @@ func waitShardSubscribed(t *testing.T, cl *redistest.Cluster, pattern string) {
 	t.Helper()
 	rdb := cl.Client(t)
 	ctx := context.Background()
-	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(5 * time.Millisecond) {
+	locktest.Eventually(t, 5*time.Second, "a sharded subscriber on "+pattern, func() bool {
 		var mu sync.Mutex
 		n := 0
 		_ = rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
@@ -96,11 +96,8 @@ func waitShardSubscribed(t *testing.T, cl *redistest.Cluster, pattern string) {
 			mu.Unlock()
 			return err
 		})
-		if n == 1 {
-			return
-		}
-	}
-	t.Fatalf("no sharded subscriber on %s", pattern)
+		return n == 1
+	})
 }
 
 func TestClusterWatchdogRenewsOnEveryMaster(t *testing.T) {

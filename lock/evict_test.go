@@ -21,10 +21,8 @@ func logged(t *testing.T) (*slog.Logger, func(level string) string) {
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return log, func(level string) string {
 		t.Helper()
-		for start := time.Now(); level != "" && !strings.Contains(buf.String(), "level="+level); time.Sleep(5 * time.Millisecond) {
-			if time.Since(start) > 2*time.Second {
-				t.Fatalf("no %s record in 2 s; logged: %q", level, buf.String())
-			}
+		if level != "" {
+			locktest.Eventually(t, 2*time.Second, "a "+level+" record logged", func() bool { return strings.Contains(buf.String(), "level="+level) })
 		}
 		return buf.String()
 	}

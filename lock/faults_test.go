@@ -25,16 +25,6 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// waitDone waits up to limit for ch and reports whether it came.
-func waitDone(ch <-chan struct{}, limit time.Duration) bool {
-	select {
-	case <-ch:
-		return true
-	case <-time.After(limit):
-		return false
-	}
-}
-
 // obtainableAfter polls TryLock of key through c every 10 ms, up to limit,
 // and returns how long it took to get it (unlocking it at once), or -1.
 func obtainableAfter(c *lock.Client, key string, limit time.Duration) time.Duration {
@@ -82,7 +72,7 @@ func TestUnlockNotBlockedByStuckReentry(t *testing.T) {
 		t.Errorf("unlock took %v on a stalled Redis, want within 1 s (its context has no deadline)", took)
 	}
 	srv.Resume()
-	if !waitDone(reentered, 15*time.Second) {
+	if !locktest.ClosedWithin(reentered, 15*time.Second) {
 		t.Error("re-entry still stuck 15 s after Redis resumed")
 	}
 }
@@ -219,7 +209,7 @@ func TestCloseDuringAcquireLeavesNoOrphan(t *testing.T) {
 				}
 				res <- err
 			}()
-			within(t, hook.ran, 2*time.Second, "the acquisition")
+			locktest.Within(t, hook.ran, 2*time.Second, "the acquisition")
 			took := timed(func() { _ = c.Close() })
 			err = <-res
 			t.Logf("%s cut off by Close: %v; Close took %v", name, err, took)

@@ -74,7 +74,7 @@ func TestForceUnlockIfHeldByReentrantHolder(t *testing.T) {
 	if err != nil || f.Holder.ID != info.Holder.ID {
 		t.Fatalf("ForceUnlock IfHeldBy the re-entered holder: %+v, %v", f, err)
 	}
-	within(t, inner.Done(), 2*time.Second, "the inner level's end (next renewal)")
+	locktest.Within(t, inner.Done(), 2*time.Second, "the inner level's end (next renewal)")
 	if err := unlockInner(); !errors.Is(err, lock.ErrLost) {
 		t.Errorf("inner unlock: %v, want ErrLost", err)
 	}

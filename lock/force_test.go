@@ -47,7 +47,7 @@ func TestForceUnlockFences(t *testing.T) {
 	}
 	// The old holder's watchdog ends its hold at the next renewal: within
 	// a third of the lease, plus a generous allowance for a slow machine.
-	within(t, held.Done(), lease, "the old holder's loss")
+	locktest.Within(t, held.Done(), lease, "the old holder's loss")
 	if cause := context.Cause(held); cause != lock.ErrLost {
 		t.Fatalf("old holder's cause %v, want ErrLost", cause)
 	}
@@ -149,7 +149,7 @@ func TestForceUnlockQuorum(t *testing.T) {
 	if err != nil || f.Holder.Label != "stuck" {
 		t.Fatalf("ForceUnlock: %+v, %v", f, err)
 	}
-	within(t, held.Done(), 600*time.Millisecond, "the old holder's loss")
+	locktest.Within(t, held.Done(), 600*time.Millisecond, "the old holder's loss")
 	if _, err := op.ForceUnlock(ctx, "q"); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("second ForceUnlock: %v, want ErrNotHeld", err)
 	}
@@ -341,11 +341,7 @@ func TestForceUnlockTokenAfterHashExpired(t *testing.T) {
 	if _, err := locktest.NewClient(t, rdb).ForceUnlock(ctx, "chain"); err != nil {
 		t.Fatal(err)
 	}
-	for start := time.Now(); rdb.Exists(ctx, "lockkit:{chain}").Val() == 1; time.Sleep(10 * time.Millisecond) {
-		if time.Since(start) > 3*time.Second {
-			t.Fatal("the forced hash never lapsed")
-		}
-	}
+	locktest.Eventually(t, 3*time.Second, "the forced hash lapsed", func() bool { return rdb.Exists(ctx, "lockkit:{chain}").Val() == 0 })
 	next, unlockNext := locktest.MustLock(t, c, ctx, "chain")
 	defer unlockNext()
 	if tok, _ := lock.FencingToken(next, "chain"); tok <= old {
@@ -390,7 +386,7 @@ func TestForceUnlockIfHeldBy(t *testing.T) {
 	if err != nil || f.Holder.Label != "b" {
 		t.Fatalf("ForceUnlock of b's hold: %+v %v", f, err)
 	}
-	within(t, heldB.Done(), 3*time.Second, "b's loss")
+	locktest.Within(t, heldB.Done(), 3*time.Second, "b's loss")
 }
 
 // TestForceUnlockByDigestName: a key stored by its digest is listed by
@@ -422,7 +418,7 @@ func TestForceUnlockByDigestName(t *testing.T) {
 	if f, err := op.ForceUnlock(ctx, name); err != nil || f.Token != tok {
 		t.Fatalf("ForceUnlock(%q): %+v %v", name, f, err)
 	}
-	within(t, held.Done(), 3*time.Second, "the holder's loss")
+	locktest.Within(t, held.Done(), 3*time.Second, "the holder's loss")
 	if _, err := op.ForceUnlock(ctx, "lockkit:{%h"+strings.Repeat("0", 64)+"}"); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("ForceUnlock of an unknown digest name: %v", err)
 	}

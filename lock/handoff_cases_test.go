@@ -93,7 +93,7 @@ func TestWaiterCancelledAtHandOff(t *testing.T) {
 		}
 		released := time.Now()
 		hook.set(nil)
-		within(t, wdone, 2*time.Second, "the cancelled waiter")
+		locktest.Within(t, wdone, 2*time.Second, "the cancelled waiter")
 		if wres.err == nil {
 			// It got the key: the next waiter must not have it too.
 			wins++
@@ -111,7 +111,7 @@ func TestWaiterCancelledAtHandOff(t *testing.T) {
 		} else if !errors.Is(wres.err, context.Canceled) {
 			t.Fatalf("round %d: cancelled waiter = %v, want context.Canceled", i, wres.err)
 		}
-		within(t, ndone, 3*time.Second, "the next waiter")
+		locktest.Within(t, ndone, 3*time.Second, "the next waiter")
 		if nres.err != nil {
 			t.Fatalf("round %d: next waiter: %v", i, nres.err)
 		}
@@ -176,16 +176,16 @@ func TestCloseWhileHandedTheKey(t *testing.T) {
 		if took > time.Second+locktest.Bound(100*time.Millisecond) {
 			t.Errorf("round %d: Close took %v", i, took)
 		}
-		within(t, wdone, 2*time.Second, "the waiter of the closed Client")
+		locktest.Within(t, wdone, 2*time.Second, "the waiter of the closed Client")
 		switch {
 		case wres.err == nil:
-			if cause := waitEnded(t, wres.ctx, time.Second); cause != lock.ErrClosed {
+			if cause := locktest.Cause(t, wres.ctx, time.Second); cause != lock.ErrClosed {
 				t.Errorf("round %d: hold of the closed Client ended with %v, want ErrClosed", i, cause)
 			}
 		case !errors.Is(wres.err, lock.ErrClosed):
 			t.Errorf("round %d: waiter of the closed Client = %v, want ErrClosed", i, wres.err)
 		}
-		within(t, ndone, 4*time.Second, "the next waiter")
+		locktest.Within(t, ndone, 4*time.Second, "the next waiter")
 		if nres.err != nil {
 			t.Fatalf("round %d: next waiter: %v", i, nres.err)
 		}
@@ -253,7 +253,7 @@ func TestReentryOnHandedOverHold(t *testing.T) {
 	if err := wres.unlock(); err != nil {
 		t.Fatalf("outer unlock: %v", err)
 	}
-	within(t, ndone, 3*time.Second, "the next waiter")
+	locktest.Within(t, ndone, 3*time.Second, "the next waiter")
 	if nres.err != nil {
 		t.Fatal(nres.err)
 	}
@@ -302,7 +302,7 @@ func TestTokensIncreaseAcrossHandOffsExpiryFlushRestart(t *testing.T) {
 		if err := unlock(); err != nil {
 			t.Fatal(err)
 		}
-		within(t, done, 3*time.Second, step+": waiter")
+		locktest.Within(t, done, 3*time.Second, step+": waiter")
 		if res.err != nil {
 			t.Fatalf("%s: waiter: %v", step, res.err)
 		}
@@ -319,15 +319,12 @@ func TestTokensIncreaseAcrossHandOffsExpiryFlushRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("try-lock of the lingering free hash", lctx)
-	_ = waitEnded(t, lctx, 2*time.Second) // lapses; the hash goes with it
+	_ = locktest.Cause(t, lctx, 2*time.Second) // lapses; the hash goes with it
 	_ = unlock()
-	for rdb.Exists(bg, "lockkit:{"+key+"}").Val() == 1 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	locktest.Eventually(t, 5*time.Second, "the lapsed hash gone", func() bool { return rdb.Exists(bg, "lockkit:{"+key+"}").Val() == 0 })
 	handOff("after the lease lapsed")
-	for rdb.Exists(bg, "lockkit:{"+key+"}").Val() == 1 { // the free hash lingers 1 s at most
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The free hash lingers 1 s at most.
+	locktest.Eventually(t, 5*time.Second, "the free hash gone", func() bool { return rdb.Exists(bg, "lockkit:{"+key+"}").Val() == 0 })
 	handOff("after the free hash expired")
 	hctx, unlock := locktest.MustLock(t, a, bg, key)
 	check("before FLUSHALL", hctx)
@@ -374,9 +371,7 @@ func TestClusterHandOffWithoutACommand(t *testing.T) {
 		hctx, unlock := locktest.MustLock(t, holder, bg, key)
 		before, _ := lock.FencingToken(hctx, key)
 		done, res := lockAsync(waiter, bg, key, lock.WithMaxWait(10*time.Second))
-		for data.LLen(bg, "lockkit:{"+key+"}:queue").Val() != 1 {
-			time.Sleep(2 * time.Millisecond)
-		}
+		locktest.Eventually(t, 5*time.Second, "the waiter queued", func() bool { return data.LLen(bg, "lockkit:{"+key+"}:queue").Val() == 1 })
 		waitShardSubscribed(t, cl, "lockkit:{"+key+"}:released:*")
 		time.Sleep(100 * time.Millisecond) // its attempt after the subscription made
 		n := sent.N()
@@ -384,7 +379,7 @@ func TestClusterHandOffWithoutACommand(t *testing.T) {
 		if err := unlock(); err != nil {
 			t.Fatal(err)
 		}
-		within(t, done, 3*time.Second, "waiter on "+key)
+		locktest.Within(t, done, 3*time.Second, "waiter on "+key)
 		if res.err != nil {
 			t.Fatalf("%s: %v", key, res.err)
 		}

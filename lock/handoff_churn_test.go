@@ -238,7 +238,7 @@ func churn(t *testing.T, lease time.Duration) {
 	}
 	time.Sleep(4 * time.Second)
 	close(stop)
-	if !waitGroupWithin(&wg, 25*time.Second) {
+	if !locktest.ClosedWithin(locktest.Waited(&wg), 25*time.Second) {
 		t.Fatal("workers did not finish within 25 s of the stop")
 	}
 	t.Logf("lease %v: %d holds, %d fenced writes, %d waits given up, %d busy, %d lost", lease, holds.Load(), store.writes.Load(), gaveUp.Load(), busy.Load(), lost.Load())
@@ -265,13 +265,6 @@ func churn(t *testing.T, lease time.Duration) {
 func newStoreRedis(t *testing.T) *redis.Client {
 	_, rdb := newReal(t)
 	return rdb
-}
-
-// waitGroupWithin waits for wg up to limit and reports whether it ended.
-func waitGroupWithin(wg *sync.WaitGroup, limit time.Duration) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	return waitDone(done, limit)
 }
 
 // requireTTLs fails the test for every key in rdb without a TTL.

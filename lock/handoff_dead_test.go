@@ -64,14 +64,13 @@ func TestLeaveHandOffKeepsTTL(t *testing.T) {
 	rdb.PExpire(ctx, name, 30*time.Second)
 
 	wrdb := srv.Client(t)
-	sc := &scriptCounter{}
-	wrdb.AddHook(sc)
+	sc := locktest.CountCommands(wrdb)
 	w := locktest.NewClient(t, wrdb)
 	_, unlockWarm := locktest.MustLock(t, w, ctx, "warm") // the scripts cached: one command per attempt
 	if err := unlockWarm(); err != nil {
 		t.Fatal(err)
 	}
-	warm := sc.N()
+	warm := sc.Scripts()
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -81,7 +80,7 @@ func TestLeaveHandOffKeepsTTL(t *testing.T) {
 	// The waiter queued with its first attempt and, once subscribed, made
 	// one more: it is idle now until the holder's lease would end, so no
 	// attempt of its takes the key once the hash is gone.
-	awaitScripts(t, sc, warm+2)
+	locktest.Eventually(t, 5*time.Second, "the waiter's two scripts answered", func() bool { return sc.Scripts() >= warm+2 })
 	waitQueued(t, rdb, "stuck", 1)
 	// A waiter behind it whose process died a moment ago: its deadline
 	// (the lease left plus the claim window) is still ahead.
@@ -97,13 +96,7 @@ func TestLeaveHandOffKeepsTTL(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock: %v", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for rdb.HGet(ctx, name, "o").Val() != dead {
-		if time.Now().After(deadline) {
-			t.Fatalf("the lock was not handed to the next waiter: %v", rdb.HGetAll(ctx, name).Val())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	locktest.Eventually(t, 5*time.Second, "the lock handed to the next waiter", func() bool { return rdb.HGet(ctx, name, "o").Val() == dead })
 	if ttl := rdb.PTTL(ctx, name).Val(); ttl < 0 {
 		t.Fatalf("lock handed to %s with no TTL (PTTL %v): held forever by a dead waiter", dead, ttl)
 	}

@@ -58,7 +58,7 @@ func TestWatcherLeavingAfterLapseOpensNextTurn(t *testing.T) {
 		t.Fatal("premise: the dead receiver's claim window has not lapsed")
 	}
 	cancel()
-	within(t, qdone, 2*time.Second, "the waiter giving up")
+	locktest.Within(t, qdone, 2*time.Second, "the waiter giving up")
 	gate.release()
 	waitTaken(t, live, res, handed, 2500*time.Millisecond, "the live waiter")
 }

@@ -75,11 +75,7 @@ func ownerIn(t *testing.T, rdb redis.Cmdable, key string) string {
 // got the key no later than limit after since.
 func waitTaken(t *testing.T, done <-chan struct{}, res *lockResult, since time.Time, limit time.Duration, what string) {
 	t.Helper()
-	select {
-	case <-done:
-	case <-time.After(holderLease + 5*time.Second):
-		t.Fatalf("%s: Lock did not return within %v", what, holderLease+5*time.Second)
-	}
+	locktest.Within(t, done, holderLease+5*time.Second, what+": Lock returned")
 	if res.err != nil {
 		t.Fatalf("%s: %v", what, res.err)
 	}
@@ -378,7 +374,7 @@ func TestPendingCheckSwallowsLaterHandOff(t *testing.T) {
 	if err := unlockA(); err != nil { // to B: A's check is due in 1 s
 		t.Fatal(err)
 	}
-	within(t, bdone, 2*time.Second, "B")
+	locktest.Within(t, bdone, 2*time.Second, "B")
 	if bres.err != nil {
 		t.Fatal(bres.err)
 	}
@@ -386,7 +382,7 @@ func TestPendingCheckSwallowsLaterHandOff(t *testing.T) {
 	if err := bres.unlock(); err != nil { // to A's second waiter: B's check is due in 1 s
 		t.Fatal(err)
 	}
-	within(t, a2done, 2*time.Second, "A's second waiter")
+	locktest.Within(t, a2done, 2*time.Second, "A's second waiter")
 	if a2res.err != nil {
 		t.Fatal(a2res.err)
 	}
@@ -533,7 +529,7 @@ func TestWaiterLeavingHandsToDeadWaiterUnchecked(t *testing.T) {
 			released := time.Now()
 			time.Sleep(300 * time.Millisecond)
 			cancel()
-			within(t, qdone, 2*time.Second, "the quitter")
+			locktest.Within(t, qdone, 2*time.Second, "the quitter")
 			if qres.err == nil {
 				t.Fatal("premise: the quitter got the key although its pub/sub was held back")
 			}
@@ -593,7 +589,7 @@ func TestClusterCheckAnnouncesTurnAfterDeadReceiver(t *testing.T) {
 		if o, _ := data.HGet(ctx, base, "o").Result(); o != "dead:1" {
 			t.Fatalf("%s: not handed to the dead waiter (owner %q)", key, o)
 		}
-		within(t, done, holderLease+5*time.Second, "waiter on "+key)
+		locktest.Within(t, done, holderLease+5*time.Second, "waiter on "+key)
 		if res.err != nil {
 			t.Fatalf("%s: %v", key, res.err)
 		}
@@ -644,7 +640,7 @@ func TestPubSubReconnectAroundHandOff(t *testing.T) {
 		released := time.Now()
 		time.Sleep(held)
 		gate.release()
-		within(t, done, holderLease+5*time.Second, "the waiter")
+		locktest.Within(t, done, holderLease+5*time.Second, "the waiter")
 		if res.err != nil {
 			t.Fatalf("round %d: %v", i, res.err)
 		}
@@ -725,7 +721,7 @@ func TestManyKeysHandedToDeadWaiters(t *testing.T) {
 	}
 	var worst time.Duration
 	for i := range n {
-		within(t, dones[i], holderLease+5*time.Second, fmt.Sprintf("waiter %d", i))
+		locktest.Within(t, dones[i], holderLease+5*time.Second, fmt.Sprintf("waiter %d", i))
 		if results[i].err != nil {
 			t.Fatalf("waiter %d: %v", i, results[i].err)
 		}

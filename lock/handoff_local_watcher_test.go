@@ -90,7 +90,7 @@ func TestLocalWatcherLeavingPassesItsCheck(t *testing.T) {
 	time.Sleep(400*time.Millisecond - time.Since(handed))
 	cancel() // the W1s give up well within the receivers' windows
 	for i := range n {
-		within(t, wdones[i], time.Second, "W1 giving up")
+		locktest.Within(t, wdones[i], time.Second, "W1 giving up")
 	}
 	time.Sleep(50 * time.Millisecond)
 	close(stop)

@@ -38,7 +38,7 @@ func TestReplicaAckSelfHandOffAfterReplicaStall(t *testing.T) {
 			time.Sleep(stall)
 			replica.Resume()
 			resumed := time.Now()
-			within(t, d2, holderLease+5*time.Second, "the waiter")
+			locktest.Within(t, d2, holderLease+5*time.Second, "the waiter")
 			took := r2.at.Sub(resumed)
 			t.Logf("waiter: %v, %v after the replica resumed", r2.err, took)
 			if r2.err == nil {

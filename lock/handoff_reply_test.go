@@ -75,7 +75,7 @@ func TestLostReleaseReplyStillWakesHandedWaiter(t *testing.T) {
 
 	f.holdBack.Store(true)
 	doneA, a := lockAsync(c, ctx, key) // joins this process's queue, its attempt held back
-	within(t, f.held, 5*time.Second, "a's attempt held back")
+	locktest.Within(t, f.held, 5*time.Second, "a's attempt held back")
 	doneB, b := lockAsync(c, ctx, key)
 	waitQueued(t, rdb, key, 2)
 	close(f.let)
@@ -87,7 +87,7 @@ func TestLostReleaseReplyStillWakesHandedWaiter(t *testing.T) {
 	if err := unlock(); err != nil {
 		t.Fatal(err)
 	}
-	within(t, done0, 5*time.Second, "w0")
+	locktest.Within(t, done0, 5*time.Second, "w0")
 	if w0.err != nil {
 		t.Fatal(w0.err)
 	}
@@ -96,7 +96,7 @@ func TestLostReleaseReplyStillWakesHandedWaiter(t *testing.T) {
 	if err := w0.unlock(); !errors.Is(err, errReplyLost) {
 		t.Fatalf("w0's unlock: %v, want the injected lost reply", err)
 	}
-	took := within(t, doneB, 5*time.Second, "b, the waiter w0's release handed the key to")
+	took := locktest.Within(t, doneB, 5*time.Second, "b, the waiter w0's release handed the key to")
 	t.Logf("b got the key %v after w0's release, whose reply was lost", took)
 	if b.err != nil {
 		t.Fatal(b.err)
@@ -112,7 +112,7 @@ func TestLostReleaseReplyStillWakesHandedWaiter(t *testing.T) {
 	if err := b.unlock(); err != nil {
 		t.Fatal(err)
 	}
-	within(t, doneA, 5*time.Second, "a")
+	locktest.Within(t, doneA, 5*time.Second, "a")
 	if a.err != nil {
 		t.Fatal(a.err)
 	}

@@ -66,17 +66,13 @@ func TestReleaseWakesTheNextWaiterOfTheSameClient(t *testing.T) {
 
 	g.armed.Store(true)
 	doneW, w := lockAsync(c, ctx, key)
-	within(t, g.ran, 5*time.Second, "w's first attempt")
+	locktest.Within(t, g.ran, 5*time.Second, "w's first attempt")
 	// v finds no waiter of the key in its Client either (w has not
 	// joined): it subscribes, and tries again once that is confirmed.
 	n := g.attempts.Load()
 	doneV, v := lockAsync(c, ctx, key)
 	waitQueued(t, rdb, key, 2)
-	for start := time.Now(); g.attempts.Load() < n+2; time.Sleep(2 * time.Millisecond) {
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("v did not try again once subscribed")
-		}
-	}
+	locktest.Eventually(t, 5*time.Second, "v tried again once subscribed", func() bool { return g.attempts.Load() >= n+2 })
 
 	if err := unlock(); err != nil { // hands the key to w, first in the queue
 		t.Fatal(err)

@@ -53,7 +53,7 @@ func TestSelfHandOffAfterStalledUnlock(t *testing.T) {
 				d <-chan struct{}
 				r *lockResult
 			}{{d2, r2}, {d3, r3}, {d4, r4}} {
-				within(t, w.d, 15*time.Second, fmt.Sprint("waiter ", i+2))
+				locktest.Within(t, w.d, 15*time.Second, fmt.Sprint("waiter ", i+2))
 				if w.r.err != nil {
 					t.Fatalf("waiter %d: %v", i+2, w.r.err)
 				}

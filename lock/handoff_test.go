@@ -32,7 +32,7 @@ func TestHandOffStartsWithoutACommand(t *testing.T) {
 	if err := unlock(); err != nil {
 		t.Fatal(err)
 	}
-	within(t, done, 2*time.Second, "the waiter")
+	locktest.Within(t, done, 2*time.Second, "the waiter")
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
@@ -70,7 +70,7 @@ func TestHandedOverHoldKeepsItsLease(t *testing.T) {
 			if err := unlock(); err != nil {
 				t.Fatal(err)
 			}
-			within(t, done, 2*time.Second, "the waiter")
+			locktest.Within(t, done, 2*time.Second, "the waiter")
 			if res.err != nil {
 				t.Fatal(res.err)
 			}
@@ -122,7 +122,7 @@ func TestHandOffIsToldToFourClientsAtMost(t *testing.T) {
 		} else if err := results[i-1].unlock(); err != nil {
 			t.Fatal(err)
 		}
-		within(t, dones[i], 2*time.Second, "the next waiter")
+		locktest.Within(t, dones[i], 2*time.Second, "the next waiter")
 		if results[i].err != nil {
 			t.Fatal(results[i].err)
 		}

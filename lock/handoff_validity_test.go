@@ -89,11 +89,9 @@ func TestHandedOverShortLeaseLearnsLossBeforeTakeover(t *testing.T) {
 	// The first renewal went through (TTL now the 90 ms lease), later
 	// ones fail (on a slow machine the hold may end by its validity before
 	// a second renewal is due).
-	for start := time.Now(); hook.failed.Load() == 0 && res.ctx.Err() == nil; time.Sleep(time.Millisecond) {
-		if time.Since(start) > 2*time.Second {
-			t.Fatalf("no renewal failed within 2 s (passed %d), and the hold lives", hook.passed.Load())
-		}
-	}
+	locktest.Eventually(t, 2*time.Second, "a renewal failed or the hold ended", func() bool {
+		return hook.failed.Load() > 0 || res.ctx.Err() != nil
+	})
 	t.Logf("PTTL after the first renewal: %v", rdb.PTTL(ctx, "lockkit:{"+key+"}").Val())
 	start := time.Now()
 	for {
@@ -149,7 +147,7 @@ func TestLapsedFixedLeaseAfterHandOffFreesKey(t *testing.T) {
 	}
 	acquired(t, done, res, "the waiter the key was handed to")
 	handedAt := time.Now()
-	if cause := waitEnded(t, res.ctx, 2*time.Second); !errors.Is(cause, lock.ErrLost) {
+	if cause := locktest.Cause(t, res.ctx, 2*time.Second); !errors.Is(cause, lock.ErrLost) {
 		t.Fatalf("fixed lease ended with %v, want ErrLost", cause)
 	}
 	lapsed := time.Now()
@@ -222,7 +220,7 @@ func TestRedisStallDuringHandOff(t *testing.T) {
 			if stall > time.Second && heldAtResume {
 				t.Fatalf("stall of %v past the 1 s claim window: the handed-over holder still counts on the key as Redis resumes", stall)
 			}
-			within(t, done, 3*time.Second, "the waiter")
+			locktest.Within(t, done, 3*time.Second, "the waiter")
 			if res.err != nil {
 				t.Fatalf("waiter: %v", res.err)
 			}
@@ -291,7 +289,7 @@ func TestLapsedHandOffKeepsFIFOForItsClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	acquired(t, wdone, wres, "W, handed the key")
-	_ = waitEnded(t, wres.ctx, 2*time.Second)
+	_ = locktest.Cause(t, wres.ctx, 2*time.Second)
 	lapsed := time.Now()
 
 	var first string
@@ -316,7 +314,7 @@ func TestLapsedHandOffKeepsFIFOForItsClient(t *testing.T) {
 		order[0], order[1] = order[1], order[0]
 	}
 	for _, r := range order {
-		within(t, r.done, 12*time.Second, "a waiter")
+		locktest.Within(t, r.done, 12*time.Second, "a waiter")
 		if r.res.err != nil {
 			t.Fatalf("waiter: %v", r.res.err)
 		}

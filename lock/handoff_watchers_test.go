@@ -88,7 +88,7 @@ func TestWatchersOfHandOffToDeadWaiter(t *testing.T) {
 				t.Fatalf("premise: the key went to %q, want %s", o, tc.queue[0].dead)
 			}
 			for _, done := range ended {
-				within(t, done, 2*time.Second, "a waiter giving up or ended by Close")
+				locktest.Within(t, done, 2*time.Second, "a waiter giving up or ended by Close")
 			}
 			if d := time.Since(handed); d > locktest.Bound(time.Second) {
 				t.Fatalf("premise: the waiters gave up %v after the hand-off, after their checks were due", d)

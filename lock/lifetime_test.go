@@ -10,24 +10,12 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// waitEnded waits for ctx to be done and returns its cause.
-func waitEnded(t *testing.T, ctx context.Context, limit time.Duration) error {
-	t.Helper()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-time.After(limit):
-		t.Fatalf("context not done within %v", limit)
-		return nil
-	}
-}
-
 func TestReenterLostHold(t *testing.T) {
 	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	lctx, unlock := locktest.MustLock(t, c, context.Background(), "k", lock.WithFixedLease(50*time.Millisecond))
-	if cause := waitEnded(t, lctx, 2*time.Second); cause != lock.ErrLost {
+	if cause := locktest.Cause(t, lctx, 2*time.Second); cause != lock.ErrLost {
 		t.Fatalf("cause = %v, want ErrLost", cause)
 	}
 	for _, ctx := range []context.Context{lctx, context.WithoutCancel(lctx)} {
@@ -118,7 +106,7 @@ func TestHoldUntilUnlock(t *testing.T) {
 	lctx, unlock := locktest.MustLock(t, c, ctx, "work", lock.WithLease(lease), lock.WithHoldUntilUnlock())
 	token, _ := lock.FencingToken(lctx, "work")
 	cancel() // the client went away; the work goes on
-	if cause := waitEnded(t, lctx, time.Second); cause != context.Canceled {
+	if cause := locktest.Cause(t, lctx, time.Second); cause != context.Canceled {
 		t.Fatalf("cause = %v, want context.Canceled", cause)
 	}
 	time.Sleep(4 * lease) // several leases: only renewals keep the key
@@ -152,13 +140,7 @@ func TestParentDoneLeaseLapses(t *testing.T) {
 	lctx, unlock := locktest.MustLock(t, c, ctx, "lapse", lock.WithLease(lease))
 	work := context.WithoutCancel(lctx)
 	cancel()
-	deadline := time.Now().Add(3 * lease)
-	for lock.Held(work, "lapse") {
-		if time.Now().After(deadline) {
-			t.Fatalf("Held still true %v after the caller's context ended (lease %v)", 3*lease, lease)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	locktest.Eventually(t, 3*lease, "Held false after the caller's context ended", func() bool { return !lock.Held(work, "lapse") })
 	if _, ok := lock.FencingToken(work, "lapse"); ok {
 		t.Fatal("FencingToken ok after the lease lapsed")
 	}

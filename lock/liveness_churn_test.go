@@ -175,7 +175,7 @@ func TestExclusionSlowPubSubAndStallsLongerThanLease(t *testing.T) {
 // with every command reaching Redis up late.
 func exclusionSlowPubSub(t *testing.T, up time.Duration) {
 	srv, _ := newReal(t)
-	p := startBlackHoleProxy(t, srv.Addr)
+	p := locktest.StartProxy(t, srv.Addr)
 	var clients []*lock.Client
 	for range 3 {
 		rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
@@ -187,8 +187,8 @@ func exclusionSlowPubSub(t *testing.T, up time.Duration) {
 		defer c.Close()
 		clients = append(clients, c)
 	}
-	p.slowPubSub(150*time.Millisecond, 600*time.Millisecond)
-	p.slowClients(up)
+	p.SlowPubSub(150*time.Millisecond, 600*time.Millisecond)
+	p.SlowClients(up)
 	key := "adv-excl-" + randKey()
 	reg := &ownerRegister{}
 	stop := make(chan struct{})

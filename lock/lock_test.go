@@ -87,7 +87,7 @@ func TestReentry(t *testing.T) {
 		defer close(done)
 		inner, unlockInner = locktest.MustLock(t, c, outer, "k", lock.WithMaxWait(time.Second))
 	}()
-	within(t, done, 2*time.Second, "re-entry")
+	locktest.Within(t, done, 2*time.Second, "re-entry")
 	if got := countOf(t, mr, "k"); got != "2" {
 		t.Fatalf("hold count = %q, want 2", got)
 	}

@@ -98,19 +98,6 @@ func newReal(t testing.TB) (*redistest.Server, *redis.Client) {
 	return srv, srv.Client(t)
 }
 
-// within waits up to limit for ch to be closed and reports how long it took.
-func within(t testing.TB, ch <-chan struct{}, limit time.Duration, what string) time.Duration {
-	t.Helper()
-	start := time.Now()
-	select {
-	case <-ch:
-		return time.Since(start)
-	case <-time.After(limit):
-		t.Fatalf("%s: not within %v", what, limit)
-		return 0
-	}
-}
-
 var keySeq atomic.Int64
 
 // randKey returns a key no other caller in this process gets.

@@ -80,7 +80,7 @@ func TestObserverWaiting(t *testing.T) {
 			}
 			results <- err
 		}()
-		waitFor(t, 5*time.Second, "waiting event", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.waiting) == i+1 })
+		locktest.Eventually(t, 5*time.Second, "waiting event", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.waiting) == i+1 })
 	}
 	rec.mu.Lock()
 	for i, w := range rec.waiting {
@@ -90,7 +90,7 @@ func TestObserverWaiting(t *testing.T) {
 	}
 	rec.mu.Unlock()
 	_ = unlock() // the first waiter gets the key...
-	waitFor(t, 5*time.Second, "hand-over", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.acquires) == 3 })
+	locktest.Eventually(t, 5*time.Second, "hand-over", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.acquires) == 3 })
 	if err := c.Close(); err != nil { // ...and the second ErrClosed
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestObserverContexts(t *testing.T) {
 	}
 	clear(got)
 	// Renewals every 50 ms: wait for the first few.
-	waitFor(t, 5*time.Second, "renewals", func() bool {
+	locktest.Eventually(t, 5*time.Second, "renewals", func() bool {
 		for {
 			select {
 			case m := <-hook.marks:

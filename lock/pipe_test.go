@@ -117,11 +117,9 @@ func warm(t *testing.T, c *lock.Client) {
 // awaitTakes waits until n acquire.lua calls of hash were sent.
 func awaitTakes(t *testing.T, w *wire, hash string, n int) {
 	t.Helper()
-	for start := time.Now(); w.count(hash) < n; time.Sleep(time.Millisecond) {
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("%d acquisitions of %s sent, want %d", w.count(hash), hash, n)
-		}
-	}
+	locktest.Eventually(t, 5*time.Second, fmt.Sprintf("%d acquisitions of %s sent", n, hash), func() bool {
+		return w.count(hash) >= n
+	})
 }
 
 // Locks and unlocks of many goroutines of one Client share round trips:
@@ -323,9 +321,7 @@ func TestQueuedCallsKeepTheirOrder(t *testing.T) {
 			}
 			_ = unlock()
 		}()
-		for queued.Load() < int64(i+1) {
-			time.Sleep(time.Millisecond)
-		}
+		locktest.Eventually(t, 5*time.Second, "the call started", func() bool { return queued.Load() >= int64(i+1) })
 		time.Sleep(locktest.Bound(5 * time.Millisecond)) // it has queued
 	}
 	close(w.free)

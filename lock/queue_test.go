@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,12 +26,9 @@ func queueLen(t *testing.T, rdb *redis.Client, key string) int64 {
 // waitQueued waits until key's wait queue in Redis holds n waiters.
 func waitQueued(t *testing.T, rdb *redis.Client, key string, n int64) {
 	t.Helper()
-	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(2 * time.Millisecond) {
-		if queueLen(t, rdb, key) == n {
-			return
-		}
-	}
-	t.Fatalf("wait queue of %q never held %d waiters (has %d)", key, n, queueLen(t, rdb, key))
+	locktest.Eventually(t, 5*time.Second, fmt.Sprintf("%d waiters in the wait queue of %q", n, key), func() bool {
+		return queueLen(t, rdb, key) == n
+	})
 }
 
 func TestWaitersOfManyClientsTakeTurnsInArrivalOrder(t *testing.T) {
@@ -47,15 +42,14 @@ func TestWaitersOfManyClientsTakeTurnsInArrivalOrder(t *testing.T) {
 	// four processes would have; each starts once the one before is queued.
 	const n = 4
 	type waiter struct {
-		cc   *scriptCounter
+		cc   *locktest.CommandCounter
 		done <-chan struct{}
 		res  *lockResult
 	}
 	ws := make([]waiter, n)
 	for i := range ws {
 		wrdb := srv.Client(t)
-		ws[i].cc = &scriptCounter{}
-		wrdb.AddHook(ws[i].cc)
+		ws[i].cc = locktest.CountCommands(wrdb)
 		done, res := lockAsync(locktest.NewClient(t, wrdb), ctx, "fifo")
 		ws[i].done, ws[i].res = done, res
 		waitQueued(t, rdb, "fifo", int64(i+1))
@@ -67,7 +61,7 @@ func TestWaitersOfManyClientsTakeTurnsInArrivalOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, w := range ws { // each releases at once, handing over to the next
-		within(t, w.done, 5*time.Second, fmt.Sprintf("waiter %d", i))
+		locktest.Within(t, w.done, 5*time.Second, fmt.Sprintf("waiter %d", i))
 		if w.res.err != nil {
 			t.Fatalf("waiter %d: %v", i, w.res.err)
 		}
@@ -89,45 +83,13 @@ func TestWaitersOfManyClientsTakeTurnsInArrivalOrder(t *testing.T) {
 	// turn was taken, so a slow run allows one more per second.
 	limit := 4 + int64(elapsed/time.Second)
 	for i, w := range ws {
-		if got := w.cc.N(); got > limit {
+		if got := w.cc.Scripts(); got > limit {
 			t.Errorf("waiter %d ran %d scripts in %v, want at most %d", i, got, elapsed, limit)
 		}
 	}
 	if q := queueLen(t, rdb, "fifo"); q != 0 {
 		t.Errorf("%d waiters left in the queue", q)
 	}
-}
-
-// scriptCounter counts the scripts a Redis client ran (EVALSHA, EVAL),
-// once Redis answered them.
-type scriptCounter struct{ n atomic.Int64 }
-
-func (sc *scriptCounter) N() int64 { return sc.n.Load() }
-
-func (sc *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (sc *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if strings.HasPrefix(cmd.Name(), "eval") {
-			sc.n.Add(1)
-		}
-		return err
-	}
-}
-
-// awaitScripts waits up to 5 s until sc counts n scripts answered.
-func awaitScripts(t *testing.T, sc *scriptCounter, n int64) {
-	t.Helper()
-	for start := time.Now(); sc.N() < n; time.Sleep(2 * time.Millisecond) {
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("%d scripts answered in 5 s, want %d", sc.N(), n)
-		}
-	}
-}
-
-func (sc *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // queueDeadWaiter puts owner first in key's wait queue with a deadline a
@@ -200,7 +162,7 @@ func TestWaiterThatGivesUpPassesItsTurnAtOnce(t *testing.T) {
 	waitQueued(t, rdb, "quit", 2)
 
 	cancel()
-	within(t, qdone, 5*time.Second, "cancelled waiter")
+	locktest.Within(t, qdone, 5*time.Second, "cancelled waiter")
 	if !errors.Is(qres.err, context.Canceled) {
 		t.Fatalf("cancelled waiter = %v, want context.Canceled", qres.err)
 	}
@@ -243,7 +205,7 @@ func TestTryLockDoesNotQueue(t *testing.T) {
 		}
 	}
 	cancel()
-	within(t, done, 5*time.Second, "cancelled waiter")
+	locktest.Within(t, done, 5*time.Second, "cancelled waiter")
 	if !errors.Is(res.err, context.Canceled) {
 		t.Fatalf("cancelled waiter = %v, want context.Canceled", res.err)
 	}
@@ -252,23 +214,6 @@ func TestTryLockDoesNotQueue(t *testing.T) {
 			t.Errorf("%s left after the only waiter gave up", k)
 		}
 	}
-}
-
-// commandCalls returns how many times Redis ran cmd, inside scripts
-// included, since its statistics were last reset.
-func commandCalls(t *testing.T, rdb *redis.Client, cmd string) int {
-	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(info, "cmdstat_"+cmd+":calls=")
-	if !ok {
-		return 0
-	}
-	var n int
-	fmt.Sscanf(rest, "%d", &n)
-	return n
 }
 
 // Once a key's wait queue is gone, its lock hash no longer flags one: an
@@ -285,7 +230,7 @@ func TestQueueFlagGoesWithQueue(t *testing.T) {
 	if err := unlock(); err != nil {
 		t.Fatal(err)
 	}
-	within(t, done, 5*time.Second, "the waiter")
+	locktest.Within(t, done, 5*time.Second, "the waiter")
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
@@ -301,7 +246,7 @@ func TestQueueFlagGoesWithQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := commandCalls(t, rdb, "exists"); n != 0 {
+	if n := locktest.CommandCalls(t, rdb, "exists"); n != 0 {
 		t.Errorf("10 uncontended pairs after the queue went looked for a queue %d times, want 0", n)
 	}
 	if q := rdb.HGet(ctx, "lockkit:{flag}", "q").Val(); q == "1" {

@@ -111,7 +111,7 @@ func TestQuorumLossOfMajorityMidHold(t *testing.T) {
 	for _, s := range srvs[:3] {
 		s.Stop()
 	}
-	d := within(t, lctx.Done(), 2*time.Second, "loss after the majority went down")
+	d := locktest.Within(t, lctx.Done(), 2*time.Second, "loss after the majority went down")
 	if cause := context.Cause(lctx); cause != lock.ErrLost {
 		t.Fatalf("cause = %v, want ErrLost", cause)
 	}
@@ -136,7 +136,7 @@ func TestQuorumWakeUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := time.Now()
-	within(t, done, 5*time.Second, "quorum waiter")
+	locktest.Within(t, done, 5*time.Second, "quorum waiter")
 	if res.err != nil {
 		t.Fatal(res.err)
 	}

@@ -57,7 +57,7 @@ func TestReplicaAckAcrossFailover(t *testing.T) {
 	}
 	// Its holder, whose renewals no replica confirms any more, learns of
 	// the loss within its 2 s lease.
-	within(t, kept.Done(), 3*time.Second, "loss of the lock whose renewals are unconfirmed")
+	locktest.Within(t, kept.Done(), 3*time.Second, "loss of the lock whose renewals are unconfirmed")
 	if cause := context.Cause(kept); !errors.Is(cause, lock.ErrLost) {
 		t.Fatalf("cause = %v, want ErrLost", cause)
 	}

@@ -14,17 +14,6 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// waitFor polls cond every 50 ms until it holds or limit passes.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for start := time.Now(); time.Since(start) < limit; time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("%s: not within %v", what, limit)
-}
-
 // Locks work through Redis Sentinel with go-redis's failover client: a
 // primary, its replica and a Sentinel, and a failover while a lock is
 // held. After it the Client talks to the new primary: the holder keeps its
@@ -40,7 +29,7 @@ func TestSentinelFailover(t *testing.T) {
 	sentinel := redistest.StartSentinel(t, "locks", primary, 500*time.Millisecond)
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
 	defer sc.Close()
-	waitFor(t, 10*time.Second, "Sentinel sees the replica up and linked", func() bool {
+	locktest.Eventually(t, 10*time.Second, "Sentinel sees the replica up and linked", func() bool {
 		replicas, err := sc.Replicas(ctx, "locks").Result()
 		return err == nil && len(replicas) == 1 &&
 			replicas[0]["flags"] == "slave" && replicas[0]["master-link-status"] == "ok"
@@ -53,16 +42,16 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	holder, other := newClient(), newClient()
 	held, unlock := locktest.MustLock(t, holder, ctx, "pay")
-	waitFor(t, 10*time.Second, "the lock on the replica", func() bool {
+	locktest.Eventually(t, 10*time.Second, "the lock on the replica", func() bool {
 		return locktest.Held(t, replica.Client(t), "lockkit:{pay}")
 	})
 	redistest.Failover(t, sentinel.Addr, "locks")
-	waitFor(t, 15*time.Second, "failover to the replica", func() bool {
+	locktest.Eventually(t, 15*time.Second, "failover to the replica", func() bool {
 		addr, err := sc.GetMasterAddrByName(ctx, "locks").Result()
 		return err == nil && len(addr) == 2 && addr[1] == strconv.Itoa(replica.Port)
 	})
 	// Renewals (every second) now reach the new primary.
-	waitFor(t, 10*time.Second, "the lock on the new primary", func() bool {
+	locktest.Eventually(t, 10*time.Second, "the lock on the new primary", func() bool {
 		return locktest.Held(t, replica.Client(t), "lockkit:{pay}")
 	})
 	time.Sleep(2 * time.Second) // two renewals on the new primary

@@ -67,7 +67,7 @@ func TestSlowPubSubKeepsKeyGoing(t *testing.T) {
 		run = 10 * time.Second
 	}
 	srv, _ := newReal(t)
-	proxy := startBlackHoleProxy(t, srv.Addr)
+	proxy := locktest.StartProxy(t, srv.Addr)
 	obs := &lapseCounter{}
 	var clients []*lock.Client
 	for range 4 {
@@ -82,7 +82,7 @@ func TestSlowPubSubKeepsKeyGoing(t *testing.T) {
 	}
 	healthy := contendFor(t, clients, "slow-pubsub-"+randKey(), 2, run)
 	healthyLapses := obs.lapses.Swap(0)
-	proxy.slowPubSub(200*time.Millisecond, 2000*time.Millisecond)
+	proxy.SlowPubSub(200*time.Millisecond, 2000*time.Millisecond)
 	slow := contendFor(t, clients, "slow-pubsub-"+randKey(), 2, run)
 	slowLapses := obs.lapses.Load()
 	rate := func(n int64) float64 { return float64(n) / run.Seconds() }
@@ -101,7 +101,7 @@ func TestSlowPubSubKeepsKeyGoing(t *testing.T) {
 func TestLapseIsCounted(t *testing.T) {
 	t.Parallel() // long: waits out the claim window
 	srv, admin := newReal(t)
-	proxy := startBlackHoleProxy(t, srv.Addr)
+	proxy := locktest.StartProxy(t, srv.Addr)
 	obs := &lapseCounter{}
 	wrdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
 	t.Cleanup(func() { _ = wrdb.Close() })
@@ -131,18 +131,16 @@ func TestLapseIsCounted(t *testing.T) {
 	waitSubscribed(t, admin, key, 1)
 	second, secondRes := lockAsync(behind, ctx, key)
 	waitQueued(t, admin, key, 2)
-	proxy.slowClients(2500 * time.Millisecond)
-	proxy.slowPubSub(3*time.Second, 3*time.Second)
+	proxy.SlowClients(2500 * time.Millisecond)
+	proxy.SlowPubSub(3*time.Second, 3*time.Second)
 	if err := unlock(); err != nil {
 		t.Fatal(err)
 	}
 	acquired(t, second, secondRes, "the waiter behind, after the first one's window lapsed")
 	queue := "lockkit:{" + key + "}:queue"
-	for start := time.Now(); admin.LIndex(ctx, queue, 0).Val() == "" && time.Since(start) < 10*time.Second; {
-		time.Sleep(20 * time.Millisecond) // the late waiter queues again
-	}
-	proxy.slowClients(0)
-	proxy.slowPubSub(0, 0)
+	locktest.Eventually(t, 10*time.Second, "the late waiter queued again", func() bool { return admin.LIndex(ctx, queue, 0).Val() != "" })
+	proxy.SlowClients(0)
+	proxy.SlowPubSub(0, 0)
 	select {
 	case <-first:
 		t.Fatalf("the late waiter's Lock returned (%v) while the waiter behind held the key", firstRes.err)

@@ -44,7 +44,7 @@ func TestStallAfterQueuedIsNotContention(t *testing.T) {
 			done, res := lockAsync(c, ctx, key, opts...)
 			waitQueued(t, rdb, key, 1)
 			srv.Pause() // the retry at the lease's end (0.5 s) is not answered
-			within(t, done, 4*time.Second, "the waiter")
+			locktest.Within(t, done, 4*time.Second, "the waiter")
 			srv.Resume()
 			if res.err == nil {
 				_ = res.unlock()

@@ -199,9 +199,7 @@ func TestCloseWhenRedisStalls(t *testing.T) {
 			_, _, err := c.Lock(context.Background(), "k")
 			waiting <- err
 		}()
-		for rdb.LLen(context.Background(), "lockkit:{k}:queue").Val() == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		locktest.Eventually(t, 5*time.Second, "the waiter queued", func() bool { return rdb.LLen(context.Background(), "lockkit:{k}:queue").Val() > 0 })
 		srv.Pause()
 		time.Sleep(400 * time.Millisecond) // a renewal is under way in the stalled Redis
 
@@ -279,7 +277,7 @@ func TestStuckRenewalAffectsOnlyItsLeases(t *testing.T) {
 	time.Sleep(lease / 6) // due at other moments
 	healthy, unlockHealthy := locktest.MustLock(t, c, ctx, "healthy", lock.WithLease(lease))
 
-	within(t, hook.stuck, 2*lease, "the stuck renewal")
+	locktest.Within(t, hook.stuck, 2*lease, "the stuck renewal")
 	time.Sleep(3 * lease)
 	for name, lctx := range map[string]context.Context{"healthy": healthy, "stuck": stuck} {
 		if err := context.Cause(lctx); err != nil {

@@ -101,7 +101,7 @@ func TestHalfOpenSubscriptionIsReplaced(t *testing.T) {
 			t.Fatal(err)
 		}
 		released := time.Now()
-		within(t, done, lease+5*time.Second, round)
+		locktest.Within(t, done, lease+5*time.Second, round)
 		if res.err != nil {
 			t.Fatalf("%s: %v", round, res.err)
 		}
@@ -153,7 +153,7 @@ func TestCloseWhileSubscriptionReconnects(t *testing.T) {
 	if took > locktest.Bound(time.Second) {
 		t.Errorf("Close took %v while the subscription reconnected to a stalled Redis", took)
 	}
-	within(t, done, time.Second, "the waiter after Close")
+	locktest.Within(t, done, time.Second, "the waiter after Close")
 	srv.Resume()
 	_ = rdb.Close()
 	if err := goleak.Find(before); err != nil {
@@ -194,7 +194,7 @@ func TestSubscriptionAcrossRedisDown(t *testing.T) {
 	}
 	back := time.Now()
 	srv.Restart()
-	within(t, done, 5*time.Second, "the waiter")
+	locktest.Within(t, done, 5*time.Second, "the waiter")
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
@@ -257,7 +257,7 @@ func TestManyWaitersAcrossPubSubKill(t *testing.T) {
 	}
 	var worst time.Duration
 	for i := range keys {
-		within(t, dones[i], lease+5*time.Second, keys[i])
+		locktest.Within(t, dones[i], lease+5*time.Second, keys[i])
 		if results[i].err != nil {
 			t.Fatalf("%s: %v", keys[i], results[i].err)
 		}

@@ -103,7 +103,7 @@ func TestLeavingWaitersDoNotExtendADeadTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := time.Now()
-	within(t, done, 5*time.Second, "waiter behind a dead turn")
+	locktest.Within(t, done, 5*time.Second, "waiter behind a dead turn")
 	close(stop)
 	<-streamDone
 	if res.err != nil {
@@ -142,7 +142,7 @@ func TestDeadProcessesStallAFreeKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		released := time.Now()
-		within(t, done, 30*time.Second, "live waiter behind dead processes' waiters")
+		locktest.Within(t, done, 30*time.Second, "live waiter behind dead processes' waiters")
 		if res.err != nil {
 			t.Fatal(res.err)
 		}

@@ -41,12 +41,7 @@ func TestUnlockReturnedMeansContextEnded(t *testing.T) {
 		go func() { first <- unlock() }()
 		// Until the first unlock has marked its levels unlocked (it then
 		// waits for Redis).
-		for end := time.Now().Add(5 * time.Second); lock.Held(ictx, key) && time.Now().Before(end); {
-			time.Sleep(time.Millisecond)
-		}
-		if lock.Held(ictx, key) {
-			t.Fatalf("%s: the first unlock did not start", tc)
-		}
+		locktest.Eventually(t, 5*time.Second, tc+": the first unlock started", func() bool { return !lock.Held(ictx, key) })
 		resumed := time.AfterFunc(300*time.Millisecond, srv.Resume)
 		start := time.Now()
 		switch tc {

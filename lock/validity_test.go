@@ -187,7 +187,7 @@ func TestMixedHoldsEndAtTheirValidity(t *testing.T) {
 	if err := unlockOther(); err != nil {
 		t.Fatal(err)
 	}
-	within(t, done, 2*time.Second, "hand-off")
+	locktest.Within(t, done, 2*time.Second, "hand-off")
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
@@ -589,7 +589,7 @@ func TestReentrantHoldEndsAtValidity(t *testing.T) {
 	outer, unlockOuter := locktest.MustLock(t, c, context.Background(), "re", lock.WithFixedLease(lease))
 	last := time.Now().Add(validityOf(lease))
 	inner, unlockInner := locktest.MustLock(t, c, outer, "re")
-	within(t, inner.Done(), lease+lateBound, "end of the re-entered level")
+	locktest.Within(t, inner.Done(), lease+lateBound, "end of the re-entered level")
 	e, ok := rec.end("re")
 	switch {
 	case !ok:

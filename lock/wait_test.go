@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,12 +17,9 @@ import (
 // on its own channel), so a test knows the waiters are asleep.
 func waitSubscribed(t *testing.T, rdb *redis.Client, key string, n int) {
 	t.Helper()
-	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(5 * time.Millisecond) {
-		if subscribers(t, rdb, key) == n {
-			return
-		}
-	}
-	t.Fatalf("not %d Clients subscribed for %q (%d)", n, key, subscribers(t, rdb, key))
+	locktest.Eventually(t, 5*time.Second, fmt.Sprintf("%d Clients subscribed for %q", n, key), func() bool {
+		return subscribers(t, rdb, key) == n
+	})
 }
 
 // subscribers is the number of Clients listening for hand-offs of key
@@ -59,7 +57,7 @@ func lockAsync(c *lock.Client, ctx context.Context, key string, opts ...lock.Loc
 // test unless it got the lock, and unlocks it when the test ends.
 func acquired(t *testing.T, done <-chan struct{}, res *lockResult, what string) {
 	t.Helper()
-	within(t, done, 5*time.Second, what)
+	locktest.Within(t, done, 5*time.Second, what)
 	if res.err != nil {
 		t.Fatalf("%s: %v", what, res.err)
 	}
@@ -108,7 +106,7 @@ func TestLostNotificationFallsBackToLease(t *testing.T) {
 	taken := time.Now()
 	done, res := lockAsync(waiter, ctx, "quiet")
 	waitSubscribed(t, rdb, "quiet", 1)
-	within(t, done, 3*time.Second, "waiter with no release message")
+	locktest.Within(t, done, 3*time.Second, "waiter with no release message")
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
@@ -116,7 +114,7 @@ func TestLostNotificationFallsBackToLease(t *testing.T) {
 	if d := res.at.Sub(taken); d > time.Second+locktest.Bound(500*time.Millisecond) {
 		t.Fatalf("waiter acquired %v after the lock was taken; want soon after the 1 s lease ended", d)
 	}
-	within(t, held.Done(), time.Second, "the old holder told its fixed lease ended")
+	locktest.Within(t, held.Done(), time.Second, "the old holder told its fixed lease ended")
 }
 
 func TestWaitersInOneProcessShareOneSubscription(t *testing.T) {

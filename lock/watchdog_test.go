@@ -48,7 +48,7 @@ func TestLossWhenKeyDeleted(t *testing.T) {
 	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(time.Second))
 	lctx, unlock := locktest.MustLock(t, c, context.Background(), "gone")
 	rdb.Del(context.Background(), "lockkit:{gone}")
-	d := within(t, lctx.Done(), time.Second, "loss after DEL")
+	d := locktest.Within(t, lctx.Done(), time.Second, "loss after DEL")
 	if cause := context.Cause(lctx); cause != lock.ErrLost {
 		t.Fatalf("cause = %v, want ErrLost", cause)
 	}
@@ -69,7 +69,7 @@ func TestLossWhenRedisStops(t *testing.T) {
 	srv.Stop()
 	// The last renewal was sent before the stop, so the validity (lease less
 	// drift) ends less than a lease after it; allow timer slack.
-	d := within(t, lctx.Done(), 1500*time.Millisecond, "loss after Redis stopped")
+	d := locktest.Within(t, lctx.Done(), 1500*time.Millisecond, "loss after Redis stopped")
 	if cause := context.Cause(lctx); cause != lock.ErrLost {
 		t.Fatalf("cause = %v, want ErrLost", cause)
 	}
@@ -86,7 +86,7 @@ func TestFixedLeaseExpires(t *testing.T) {
 	ctx := context.Background()
 	lctx, unlock := locktest.MustLock(t, c, ctx, "fixed", lock.WithFixedLease(200*time.Millisecond))
 	t1, _ := lock.FencingToken(lctx, "fixed")
-	within(t, lctx.Done(), time.Second, "fixed lease end")
+	locktest.Within(t, lctx.Done(), time.Second, "fixed lease end")
 	if cause := context.Cause(lctx); cause != lock.ErrLost {
 		t.Fatalf("cause = %v, want ErrLost", cause)
 	}
@@ -115,7 +115,7 @@ func TestShortLeaseEndsAmongLongerOnes(t *testing.T) {
 	ctx := context.Background()
 	long, unlockLong := locktest.MustLock(t, c, ctx, "long")
 	short, unlockShort := locktest.MustLock(t, c, ctx, "short", lock.WithFixedLease(300*time.Millisecond))
-	d := within(t, short.Done(), 2*time.Second, "end of a 300 ms fixed lease")
+	d := locktest.Within(t, short.Done(), 2*time.Second, "end of a 300 ms fixed lease")
 	if cause := context.Cause(short); cause != lock.ErrLost {
 		t.Fatalf("cause = %v, want ErrLost", cause)
 	}

@@ -1,12 +1,14 @@
 package locktest
 
 import (
+	"bufio"
 	"bytes"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ownProcessEnv names the test a child test binary runs on its own.
@@ -69,3 +71,46 @@ func runOwnProcess(t *testing.T) {
 		t.Logf("%s in a process of its own:\n%s", t.Name(), out.String())
 	}
 }
+
+// StartChild runs the test binary again, running no test, with env (a
+// NAME=value pair its TestMain acts on), and waits for the child's first
+// line on stdout (30 s at most), failing the test unless it is ready. The
+// child is killed when the test ends.
+func StartChild(t testing.TB, env, ready string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	type read struct {
+		line string
+		err  error
+	}
+	got := make(chan read, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		got <- read{line, err}
+	}()
+	select {
+	case r := <-got:
+		if r.err != nil || r.line != ready+"\n" {
+			t.Fatalf("child process (%s): %q %v, want %q", env, r.line, r.err, ready)
+		}
+	case <-time.After(childReady):
+		_ = cmd.Process.Kill() // ends the read above
+		t.Fatalf("child process (%s): not %q within %v", env, ready, childReady)
+	}
+	return cmd
+}
+
+// childReady bounds the wait for a child's first line: generous, since a
+// loaded machine starts the test binary slowly, but a child that never
+// gets ready (its lock taken instead of queued) fails the test instead of
+// hanging it.
+const childReady = 30 * time.Second
