@@ -13,6 +13,9 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
+// Owners: the label and id written in Redis, parsed back, and labels with
+// separators handed off.
+
 func TestOwnerLabelInRedis(t *testing.T) {
 	t.Parallel()
 	_, rdb := newReal(t)

@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -63,7 +64,11 @@ func TestQueuedCallWhoseContextEndedIsNotSent(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, _, err = c.Lock(ctx, "queued")
-	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 100*time.Millisecond {
+	bound := 100 * time.Millisecond
+	if os.Getenv("LOCKKIT_TIMING") != "1" { // as locktest.Bound, which this package's tests cannot import
+		bound *= 4
+	}
+	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > bound {
 		t.Fatalf("a queued Lock with a 10 ms deadline: %v after %v, want context.DeadlineExceeded at the deadline", err, took)
 	}
 	p.mu.Lock()

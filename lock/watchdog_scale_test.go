@@ -18,6 +18,9 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
+// The watchdog under CPU load: many leases kept while busy loops compete
+// for the cores (not parallel: it loads the CPU on purpose).
+
 // busyLoops starts n shell busy loops, `while :; do :; done`, which keep
 // n cores busy, and kills them by pid when the test ends.
 func busyLoops(t *testing.T, n int) {
@@ -31,6 +34,48 @@ func busyLoops(t *testing.T, n int) {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		})
+	}
+}
+
+// renewalRecorder is an Observer that sums the watchdog's batches.
+type renewalRecorder struct {
+	recorder
+	mu              sync.Mutex
+	batches, leases int
+	errs, lost      int
+	longest         time.Duration
+	firstErr        error
+	losses          map[lock.Loss]int
+}
+
+func (r *renewalRecorder) Renewed(rn lock.Renewal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batches++
+	r.leases += rn.Leases
+	r.lost += rn.Lost
+	if rn.Err != nil {
+		r.errs++
+		if r.firstErr == nil {
+			r.firstErr = rn.Err
+		}
+	}
+	r.longest = max(r.longest, rn.Duration)
+}
+
+func (r *renewalRecorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return fmt.Sprintf("%d batches, %d leases, %d lost, %d with errors (first: %v), longest %v; losses %v",
+		r.batches, r.leases, r.lost, r.errs, r.firstErr, r.longest.Round(time.Millisecond), r.losses)
+}
+
+// Released counts the hold levels lost, by reason.
+func (r *renewalRecorder) Released(ctx context.Context, rel lock.Release) {
+	if rel.Cause == lock.ErrLost {
+		r.mu.Lock()
+		r.losses[rel.Loss]++
+		r.mu.Unlock()
 	}
 }
 
@@ -114,47 +159,5 @@ func TestWatchdogKeepsManyLeasesUnderCPULoad(t *testing.T) {
 	t.Logf("%d unlocks in %v; renewal batches: %s", holds, time.Since(unlocking).Round(time.Millisecond), rec)
 	if lost > 0 || unlockErrs.Load() > 0 {
 		t.Errorf("%d of %d holds lost within %v, %d unlocks failed (first: %v)", lost, holds, hold, unlockErrs.Load(), firstErr.Load())
-	}
-}
-
-// renewalRecorder is an Observer that sums the watchdog's batches.
-type renewalRecorder struct {
-	recorder
-	mu              sync.Mutex
-	batches, leases int
-	errs, lost      int
-	longest         time.Duration
-	firstErr        error
-	losses          map[lock.Loss]int
-}
-
-func (r *renewalRecorder) Renewed(rn lock.Renewal) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.batches++
-	r.leases += rn.Leases
-	r.lost += rn.Lost
-	if rn.Err != nil {
-		r.errs++
-		if r.firstErr == nil {
-			r.firstErr = rn.Err
-		}
-	}
-	r.longest = max(r.longest, rn.Duration)
-}
-
-func (r *renewalRecorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return fmt.Sprintf("%d batches, %d leases, %d lost, %d with errors (first: %v), longest %v; losses %v",
-		r.batches, r.leases, r.lost, r.errs, r.firstErr, r.longest.Round(time.Millisecond), r.losses)
-}
-
-// Released counts the hold levels lost, by reason.
-func (r *renewalRecorder) Released(ctx context.Context, rel lock.Release) {
-	if rel.Cause == lock.ErrLost {
-		r.mu.Lock()
-		r.losses[rel.Loss]++
-		r.mu.Unlock()
 	}
 }
