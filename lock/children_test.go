@@ -16,7 +16,7 @@ import (
 // Child processes of the tests: the test binary run again with an
 // environment variable becomes a process that holds or waits until killed.
 
-// init runs the child process of TestReleaserDiesAfterHandOffToDeadWaiter
+// init runs the child process of TestLiveWaiterGetsKeyWhenReleaserEnds
 // when LOCKKIT_PROBE_RELEASER is "addr,key": it takes key, says "held",
 // waits for a line on stdin, unlocks, says "released <err>" and exits at
 // once, as a process that crashes (or exits without Close) right after its
@@ -62,7 +62,7 @@ func holdForever(addr string) {
 	select {}
 }
 
-// waitForever is the child process of TestDeadProcessesStallAFreeKey:
+// waitForever is the child process of TestKilledProcessesWaitersHoldUpKeyTwoWindowsAtMost:
 // v is "addr,key,n,want". It queues n Lock calls of key, says "queued" on
 // stdout once the key's queue in Redis has at least want waiters (those of
 // earlier children included), and waits until it is killed.

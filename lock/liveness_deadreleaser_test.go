@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -159,66 +160,64 @@ func (c *gatedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// The releasing process dies right after its release handed the key to a
-// waiter whose process is dead too: a live waiter of a third Client,
-// queued behind the dead one, must still get the key within two claim
-// windows ("a released key whose next waiters are dead or gone is
-// obtainable within two claim windows"; "no wake-up is ever lost"). Only
-// the releasing Client would have checked the hand-off; nobody else heard
-// of it.
-func TestReleaserDiesAfterHandOffToDeadWaiter(t *testing.T) {
+// A releasing Client's release hands the key to a waiter whose process is
+// dead, and the releasing Client ends right after: its process dies (a
+// crash, an exit without Close), or it closes (a graceful shutdown, as a
+// service does on every deploy: Close drops the pending check). Only the
+// releasing Client would have checked the hand-off; nobody else heard of
+// it. A live waiter of a third Client, queued behind the dead one, still
+// gets the key within two claim windows ("a released key whose next
+// waiters are dead or gone is obtainable within two claim windows"; "no
+// wake-up is ever lost").
+func TestLiveWaiterGetsKeyWhenReleaserEnds(t *testing.T) {
 	t.Parallel()
-	srv, rdb := newReal(t)
-	ctx := context.Background()
-	const key = "ho-releaser-dies"
-	child := startReleaser(t, srv.Addr, key)
-	child.held(t)
+	for _, tc := range []struct {
+		name string
+		// hold takes key and returns the release that ends the releaser.
+		hold func(t *testing.T, srv *redistest.Server, key string) (release func())
+	}{
+		{"releaser process dies", func(t *testing.T, srv *redistest.Server, key string) func() {
+			child := startReleaser(t, srv.Addr, key)
+			child.held(t)
+			return func() { child.release(t) }
+		}},
+		{"releaser closes its Client", func(t *testing.T, srv *redistest.Server, key string) func() {
+			holder, err := lock.New(srv.Client(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = holder.Close() })
+			_, unlock := locktest.MustLock(t, holder, context.Background(), key, lock.WithLease(holderLease))
+			return func() {
+				if err := unlock(); err != nil {
+					t.Fatal(err)
+				}
+				if err := holder.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, rdb := newReal(t)
+			ctx := context.Background()
+			key := "ho-releaser-ends-" + randKey()
+			release := tc.hold(t, srv, key)
+			queueDeadWaiter(t, rdb, key, "dead:1") // its process is gone
+			done, res := lockAsync(locktest.NewClient(t, srv.Client(t)), ctx, key, lock.WithMaxWait(holderLease+3*time.Second))
+			waitQueued(t, rdb, key, 2)
+			waitSubscribed(t, rdb, key, 1)
+			time.Sleep(50 * time.Millisecond) // its attempt after the subscription made
 
-	queueDeadWaiter(t, rdb, key, "dead:1") // its process is gone
-	done, res := lockAsync(locktest.NewClient(t, srv.Client(t)), ctx, key, lock.WithMaxWait(holderLease+3*time.Second))
-	waitQueued(t, rdb, key, 2)
-	waitSubscribed(t, rdb, key, 1)
-	time.Sleep(50 * time.Millisecond) // its attempt after the subscription made
-
-	child.release(t)
-	handed := time.Now()
-	if o := ownerIn(t, rdb, key); o != "dead:1" || !locktest.Held(t, rdb, "lockkit:{"+key+"}") {
-		t.Fatalf("the release did not hand the key to the dead waiter (owner %q)", o)
+			release()
+			handed := time.Now()
+			if o := ownerIn(t, rdb, key); o != "dead:1" || !locktest.Held(t, rdb, "lockkit:{"+key+"}") {
+				t.Fatalf("the release did not hand the key to the dead waiter (owner %q)", o)
+			}
+			waitTaken(t, done, res, handed, twoWindows(), "live waiter of a third Client")
+		})
 	}
-	waitTaken(t, done, res, handed, 2500*time.Millisecond, "live waiter of a third Client")
-}
-
-// The same with a graceful shutdown: the holder unlocks and closes its
-// Client at once, as a service does on every deploy. Close drops the
-// pending check (waiters.close stops the timers).
-func TestReleaserClosesAfterHandOffToDeadWaiter(t *testing.T) {
-	t.Parallel()
-	srv, rdb := newReal(t)
-	ctx := context.Background()
-	const key = "ho-releaser-closes"
-	holder, err := lock.New(srv.Client(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = holder.Close() })
-	_, unlock := locktest.MustLock(t, holder, ctx, key, lock.WithLease(holderLease))
-	queueDeadWaiter(t, rdb, key, "dead:1")
-	done, res := lockAsync(locktest.NewClient(t, srv.Client(t)), ctx, key, lock.WithMaxWait(holderLease+3*time.Second))
-	waitQueued(t, rdb, key, 2)
-	waitSubscribed(t, rdb, key, 1)
-	time.Sleep(50 * time.Millisecond)
-
-	if err := unlock(); err != nil {
-		t.Fatal(err)
-	}
-	handed := time.Now()
-	if err := holder.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if o := ownerIn(t, rdb, key); o != "dead:1" {
-		t.Fatalf("the release did not hand the key to the dead waiter (owner %q)", o)
-	}
-	waitTaken(t, done, res, handed, 2500*time.Millisecond, "live waiter of a third Client")
 }
 
 // The same for many keys, each holder closing the moment its unlock
@@ -359,7 +358,7 @@ func TestLiveWaiterWhereverItStands(t *testing.T) {
 			if o := ownerIn(t, rdb, key); o != tc.queue[0] {
 				t.Fatalf("premise: the key went to %q, want %s", o, tc.queue[0])
 			}
-			waitTaken(t, live, res, handed, 2500*time.Millisecond, "the live waiter")
+			waitTaken(t, live, res, handed, twoWindows(), "the live waiter")
 		})
 	}
 }
@@ -370,7 +369,7 @@ func TestLiveWaiterWhereverItStands(t *testing.T) {
 // no check of its own. The pending one runs a claim window after the first
 // hand-off, while the dead waiter still holds the key, and does nothing;
 // nobody checks after the dead waiter's window.
-func TestPendingCheckSwallowsLaterHandOff(t *testing.T) {
+func TestHandOffDuringPendingCheckReachesLiveWaiter(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
@@ -413,5 +412,5 @@ func TestPendingCheckSwallowsLaterHandOff(t *testing.T) {
 	if o := ownerIn(t, rdb, key); o != "dead:1" {
 		t.Fatalf("the last release did not hand the key to the dead waiter (owner %q)", o)
 	}
-	waitTaken(t, wdone, wres, handed, 2500*time.Millisecond, "live waiter of a third Client")
+	waitTaken(t, wdone, wres, handed, twoWindows(), "live waiter of a third Client")
 }

@@ -294,7 +294,7 @@ func TestWatcherLeavingAfterLapseOpensNextTurn(t *testing.T) {
 	cancel()
 	locktest.Within(t, qdone, 2*time.Second, "the waiter giving up")
 	gate.release()
-	waitTaken(t, live, res, handed, 2500*time.Millisecond, "the live waiter")
+	waitTaken(t, live, res, handed, twoWindows(), "the live waiter")
 }
 
 // The key is handed to a dead waiter (deadA) and the releasing Client
@@ -390,6 +390,6 @@ func TestLocalWatcherLeavingPassesItsCheck(t *testing.T) {
 		}
 	}
 	for i := range n {
-		waitTaken(t, lives[i], results[i], handed, 2500*time.Millisecond, fmt.Sprintf("the live waiter L2 of key %d", i))
+		waitTaken(t, lives[i], results[i], handed, twoWindows(), fmt.Sprintf("the live waiter L2 of key %d", i))
 	}
 }

@@ -24,7 +24,7 @@ import (
 // two claim windows", also when the releasing process closes). The cases
 // where the releasing process dies instead are
 // TestLiveWaiterBetweenKilledProcesses and
-// TestReleaserDiesAfterHandOffToDeadWaiter.
+// TestLiveWaiterGetsKeyWhenReleaserEnds.
 func TestWatchersOfHandOffToDeadWaiter(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -89,7 +89,7 @@ func TestWatchersOfHandOffToDeadWaiter(t *testing.T) {
 			if d := time.Since(handed); d > locktest.Bound(time.Second) {
 				t.Fatalf("premise: the waiters gave up %v after the hand-off, after their checks were due", d)
 			}
-			waitTaken(t, live, res, handed, 2500*time.Millisecond, "the live waiter")
+			waitTaken(t, live, res, handed, twoWindows(), "the live waiter")
 		})
 	}
 }
@@ -102,7 +102,7 @@ func TestWatchersOfHandOffToDeadWaiter(t *testing.T) {
 // waiter. A live waiter of a third Client behind it must still get the key
 // within two claim windows, also with the dead process's waiters on both
 // sides of it.
-func TestWaiterLeavingHandsToDeadWaiterUnchecked(t *testing.T) {
+func TestLeaveHandingToDeadWaiterReachesLiveWaiter(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name        string
@@ -159,7 +159,7 @@ func TestWaiterLeavingHandsToDeadWaiterUnchecked(t *testing.T) {
 			handed := time.Now()
 			t.Logf("quitter gave up %v after the release; dead waiter handed the key %v after it", handed.Sub(released)-300*time.Millisecond, handed.Sub(released))
 			gate.release()
-			waitTaken(t, wdone, wres, handed, 2500*time.Millisecond, "live waiter of a third Client")
+			waitTaken(t, wdone, wres, handed, twoWindows(), "live waiter of a third Client")
 		})
 	}
 }
@@ -219,5 +219,5 @@ func TestWaiterToldShortHoldWatchesHandOffs(t *testing.T) {
 			t.Fatalf("premise: the hand-off to dead:1 was told on %s (%q): a watcher message", m.Channel, m.Payload)
 		}
 	}
-	waitTaken(t, done, res, handed, 2500*time.Millisecond, "the waiter told a short hold")
+	waitTaken(t, done, res, handed, twoWindows(), "the waiter told a short hold")
 }

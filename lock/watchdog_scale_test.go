@@ -85,9 +85,8 @@ func (r *renewalRecorder) Released(ctx context.Context, rel lock.Release) {
 // the test and Redis for the cores; no lease may be lost, and every
 // unlock must succeed. LOCKKIT_TIMING=1 (CI) runs the full size, 20,000
 // holds of 3 s for 12 s; otherwise 5,000 holds of 1.5 s for 8 s; both
-// with three busy loops. Before the watchdog stopped sending a slow batch
-// again every quarter interval, the small size lost leases in 2 of 3 runs
-// with -race, the full one in 2 of 2 without.
+// with three busy loops. The watchdog sends a slow renewal batch once, not
+// again every quarter interval: a batch sent again would lose leases here.
 func TestWatchdogKeepsManyLeasesUnderCPULoad(t *testing.T) {
 	holds, loops, hold, lease := 5000, 3, 8*time.Second, 1500*time.Millisecond
 	if os.Getenv("LOCKKIT_TIMING") == "1" {

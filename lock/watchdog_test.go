@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -85,41 +86,40 @@ func TestWatchdogKeepsLeaseThenStops(t *testing.T) {
 	}
 }
 
-func TestLossWhenKeyDeleted(t *testing.T) {
+// A hold whose key is gone learns of it within its lease: the key deleted
+// (the next renewal, every third of the 1 s lease, finds it missing), or
+// Redis stopped (no renewal answers, and the validity, lease less drift,
+// ends less than a lease after the last renewal sent; plus timer slack).
+// The context ends with ErrLost, Held says false, and unlock says ErrLost.
+func TestLossNoticedWithinLease(t *testing.T) {
 	t.Parallel()
-	_, rdb := newReal(t)
-	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(time.Second))
-	lctx, unlock := locktest.MustLock(t, c, context.Background(), "gone")
-	rdb.Del(context.Background(), "lockkit:{gone}")
-	d := locktest.Within(t, lctx.Done(), time.Second, "loss after DEL")
-	if cause := context.Cause(lctx); cause != lock.ErrLost {
-		t.Fatalf("cause = %v, want ErrLost", cause)
+	for _, tc := range []struct {
+		name  string
+		fault func(srv *redistest.Server, rdb *redis.Client, hash string)
+		limit time.Duration
+	}{
+		{"key deleted", func(_ *redistest.Server, rdb *redis.Client, hash string) { rdb.Del(context.Background(), hash) }, time.Second},
+		{"Redis stopped", func(srv *redistest.Server, _ *redis.Client, _ string) { srv.Stop() }, time.Second + locktest.Bound(500*time.Millisecond)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, rdb := newReal(t)
+			c := locktest.NewClient(t, rdb, lock.WithDefaultLease(time.Second))
+			lctx, unlock := locktest.MustLock(t, c, context.Background(), "gone")
+			tc.fault(srv, rdb, "lockkit:{gone}")
+			d := locktest.Within(t, lctx.Done(), tc.limit, "loss")
+			if cause := context.Cause(lctx); cause != lock.ErrLost {
+				t.Fatalf("cause = %v, want ErrLost", cause)
+			}
+			if lock.Held(lctx, "gone") {
+				t.Fatal("Held after loss")
+			}
+			if err := unlock(); !errors.Is(err, lock.ErrLost) {
+				t.Fatalf("unlock after loss = %v, want ErrLost", err)
+			}
+			t.Logf("loss noticed %v after the fault (lease 1 s, renewal every 333 ms)", d)
+		})
 	}
-	if lock.Held(lctx, "gone") {
-		t.Fatal("Held after loss")
-	}
-	if err := unlock(); !errors.Is(err, lock.ErrLost) {
-		t.Fatalf("unlock after loss = %v, want ErrLost", err)
-	}
-	t.Logf("loss noticed %v after DEL (lease 1 s, renewal every 333 ms)", d)
-}
-
-func TestLossWhenRedisStops(t *testing.T) {
-	t.Parallel() // long and independent: its own servers
-	srv, rdb := newReal(t)
-	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(time.Second))
-	lctx, unlock := locktest.MustLock(t, c, context.Background(), "stop")
-	srv.Stop()
-	// The last renewal was sent before the stop, so the validity (lease less
-	// drift) ends less than a lease after it; allow timer slack.
-	d := locktest.Within(t, lctx.Done(), 1500*time.Millisecond, "loss after Redis stopped")
-	if cause := context.Cause(lctx); cause != lock.ErrLost {
-		t.Fatalf("cause = %v, want ErrLost", cause)
-	}
-	if err := unlock(); !errors.Is(err, lock.ErrLost) {
-		t.Fatalf("unlock = %v, want ErrLost", err)
-	}
-	t.Logf("loss noticed %v after Redis stopped (lease 1 s)", d)
 }
 
 func TestFixedLeaseExpires(t *testing.T) {
