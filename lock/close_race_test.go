@@ -284,10 +284,6 @@ func TestCloseDuringAcquireLeavesNoOrphan(t *testing.T) {
 	}
 }
 
-// ---------------------------------------------------------------------
-// Quorum mode with one node stalled.
-// ---------------------------------------------------------------------
-
 // Unlocks racing the end of short fixed and renewed leases, and Close
 // racing both (the validity is the client's own clock):
 // every call returns a documented error, every context ends with a

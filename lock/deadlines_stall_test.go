@@ -226,7 +226,3 @@ func TestReentryOnStalledRedisKeepsDeadlineAndError(t *testing.T) {
 		t.Errorf("re-entry cut off by its deadline = %q; want ErrNotObtained joined with context.DeadlineExceeded", err)
 	}
 }
-
-// ---------------------------------------------------------------------
-// Close racing Lock: what a cut-off attempt took must not stay taken.
-// ---------------------------------------------------------------------

@@ -204,9 +204,9 @@ func TestReleaseWakesTheNextWaiterOfTheSameClient(t *testing.T) {
 	acquired(t, doneV, v, "v")
 }
 
-// The same hand-off as above, with a second waiter of the handed-over
-// holder's Client queued behind it and a waiter of a third Client behind
-// that: [W (fixed 150 ms lease), W2 (W's Client), X]. W takes the key and
+// A release hands the key to a waiter W with a fixed lease, with a second
+// waiter of W's Client queued behind it and a waiter of a third Client
+// behind that: [W (fixed 150 ms lease), W2 (W's Client), X]. W takes the key and
 // lets its lease lapse, as a live process may. W2 came before X, its
 // process is alive, and it must get the key first (FIFO across Clients),
 // and soon after W's lease lapsed, not after the claim window.

@@ -220,13 +220,13 @@ func TestLiveWaiterGetsKeyWhenReleaserEnds(t *testing.T) {
 	}
 }
 
-// The same for many keys, each holder closing the moment its unlock
-// returns: Close must find the check its release scheduled (the release's
-// replied schedules it before the unlock returns), or the live waiter,
-// queued behind dead waiters of three other Clients (its own watchers, so
-// the release tells it nothing), sleeps until the holder's lease ends.
-// Once a replied ran after the unlock returned, 20-66 of the 100 waiters
-// were late in each run.
+// As the row "releaser closes its Client" of
+// TestLiveWaiterGetsKeyWhenReleaserEnds, for many keys, each holder
+// closing the moment its unlock returns: Close finds the check its release
+// scheduled (the release's reply schedules it before the unlock returns),
+// so the live waiter, queued behind dead waiters of three other Clients
+// (its own watchers, so the release tells it nothing), does not sleep
+// until the holder's lease ends.
 func TestReleasersCloseRightAfterUnlock(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)

@@ -19,7 +19,7 @@ import (
 // process that died (or froze) reaches a live waiter within two claim
 // windows, and is obtainable by TryLock.
 
-// holderLease is the holder's lease in the tests below: a live
+// holderLease is the holder's lease in the liveness tests: a live
 // waiter that hears nothing sleeps until about this long after it queued.
 const holderLease = 8 * time.Second
 

@@ -34,10 +34,6 @@ func obtainableAfter(c *lock.Client, key string, limit time.Duration) time.Durat
 	return -1
 }
 
-// ---------------------------------------------------------------------
-// Deadlines on a stalled Redis: the hold's mutex is held over Redis calls.
-// ---------------------------------------------------------------------
-
 // What calls cut off by a stalled Redis leave behind (an attempt that may
 // still take the key, a queued waiter, an unconfirmed release) blocks the
 // key for at most one claim window after Redis answers again; in quorum

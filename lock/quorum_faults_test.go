@@ -247,12 +247,9 @@ func TestQuorumCloseWithStalledNode(t *testing.T) {
 	}
 }
 
-// ---------------------------------------------------------------------
-// Errors callers see.
-// ---------------------------------------------------------------------
-
-// The same in quorum mode over three nodes, freezing one node at a time
-// (sometimes two), so that acquisitions often reach a minority only.
+// Mutual exclusion in quorum mode over three nodes that freeze one at a
+// time (sometimes two), so that acquisitions often reach a minority only,
+// as TestExclusionWhileRedisStutters does on one Redis.
 func TestQuorumExclusionWhileNodesStutter(t *testing.T) {
 	locktest.Timed(t)
 	srvs, clients := quorumOf(t, 3)
@@ -288,10 +285,6 @@ func TestQuorumExclusionWhileNodesStutter(t *testing.T) {
 		t.Error("two holders at once: " + o)
 	}
 }
-
-// ---------------------------------------------------------------------
-// Cleanup after a stall in quorum mode, dead processes, wake-ups, leaks.
-// ---------------------------------------------------------------------
 
 // In quorum mode over 3 servers, when 2 stall renewals cannot get a
 // majority: every hold ends by its validity.

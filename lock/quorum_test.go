@@ -269,10 +269,6 @@ func TestQuorumNoMajorityErrorIsExported(t *testing.T) {
 	}
 }
 
-// ---------------------------------------------------------------------
-// Mutual exclusion under faults.
-// ---------------------------------------------------------------------
-
 func TestHeldQuorum(t *testing.T) {
 	t.Parallel()
 	_, clients := quorumOf(t, 3)
