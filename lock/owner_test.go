@@ -16,34 +16,36 @@ import (
 // Owners: the label and id written in Redis, parsed back, and labels with
 // separators handed off.
 
-func TestOwnerLabelInRedis(t *testing.T) {
+// The owner a Client writes in a lock hash reads back (ParseOwner) as its
+// label, when it has one, this process's pid and this host's name (cut
+// to fit); String starts with the label and the host.
+func TestOwnerInRedis(t *testing.T) {
 	t.Parallel()
-	_, rdb := newReal(t)
-	c := locktest.NewClient(t, rdb, lock.WithOwnerLabel("payments-7f9c"))
-	ctx := context.Background()
-	_, unlock := locktest.MustLock(t, c, ctx, "labelled")
-	defer unlock()
-	id := rdb.HGet(ctx, "lockkit:{labelled}", "o").Val()
-	o := lock.ParseOwner(id)
-	host, _ := os.Hostname()
-	if o.Label != "payments-7f9c" || o.PID != os.Getpid() || o.Host == "" || !strings.HasPrefix(host, o.Host) {
-		t.Fatalf("owner %q reads as %+v, want label payments-7f9c, pid %d, host %q", id, o, os.Getpid(), host)
-	}
-	if got, want := o.String(), "payments-7f9c "+o.Host+"/"; !strings.HasPrefix(got, want) {
-		t.Fatalf("String() = %q, want prefix %q", got, want)
-	}
-}
-
-func TestOwnerWithoutLabel(t *testing.T) {
-	t.Parallel()
-	_, rdb := locktest.NewRedis(t)
-	c := locktest.NewClient(t, rdb)
-	ctx := context.Background()
-	_, unlock := locktest.MustLock(t, c, ctx, "plain")
-	defer unlock()
-	o := lock.ParseOwner(rdb.HGet(ctx, "lockkit:{plain}", "o").Val())
-	if o.Label != "" || o.PID != os.Getpid() || o.Host == "" {
-		t.Fatalf("owner %+v: want host and pid, no label", o)
+	for _, label := range []string{"payments-7f9c", ""} {
+		t.Run("label="+label, func(t *testing.T) {
+			t.Parallel()
+			_, rdb := newReal(t)
+			var opts []lock.Option
+			if label != "" {
+				opts = append(opts, lock.WithOwnerLabel(label))
+			}
+			c := locktest.NewClient(t, rdb, opts...)
+			ctx := context.Background()
+			_, unlock := locktest.MustLock(t, c, ctx, "owned")
+			defer unlock()
+			id := rdb.HGet(ctx, "lockkit:{owned}", "o").Val()
+			o := lock.ParseOwner(id)
+			host, _ := os.Hostname()
+			if o.Label != label || o.PID != os.Getpid() || o.Host == "" || !strings.HasPrefix(host, o.Host) {
+				t.Fatalf("owner %q reads as %+v, want label %q, pid %d, host %q", id, o, label, os.Getpid(), host)
+			}
+			if label == "" {
+				return
+			}
+			if got, want := o.String(), label+" "+o.Host+"/"; !strings.HasPrefix(got, want) {
+				t.Fatalf("String() = %q, want prefix %q", got, want)
+			}
+		})
 	}
 }
 
