@@ -249,6 +249,7 @@ func TestCloseDuringAcquireLeavesNoOrphan(t *testing.T) {
 			name = "TryLock"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			srv, _ := newReal(t)
 			rdb := srv.Client(t)
 			hook := &slowAcquireReply{key: "lockkit:{closing}", delay: 300 * time.Millisecond, ran: make(chan struct{})}

@@ -240,6 +240,9 @@ func TestExclusionWhileRedisStutters(t *testing.T) {
 func TestExclusionSlowPubSubAndStallsLongerThanLease(t *testing.T) {
 	t.Parallel()
 	for _, up := range []time.Duration{0, 120 * time.Millisecond} {
-		t.Run(fmt.Sprintf("commands %v late", up), func(t *testing.T) { exclusionSlowPubSub(t, up) })
+		t.Run(fmt.Sprintf("commands %v late", up), func(t *testing.T) {
+			t.Parallel()
+			exclusionSlowPubSub(t, up)
+		})
 	}
 }

@@ -209,7 +209,10 @@ func TestHalfOpenSubscriptionKeepsWaiterPlace(t *testing.T) {
 		{"released at once", 0},
 		{"released after the waiters' re-check", 1400 * time.Millisecond},
 	} {
-		t.Run(tc.name, func(t *testing.T) { halfOpenWaiterKeepsPlace(t, tc.after) })
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			halfOpenWaiterKeepsPlace(t, tc.after)
+		})
 	}
 }
 

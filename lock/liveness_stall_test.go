@@ -179,6 +179,7 @@ func TestSelfHandOffAfterStalledUnlock(t *testing.T) {
 	t.Parallel()
 	for _, pause := range []time.Duration{1500 * time.Millisecond, 4 * time.Second} {
 		t.Run(fmt.Sprint(pause), func(t *testing.T) {
+			t.Parallel()
 			srv, rdb := newReal(t)
 			ctx := context.Background()
 			key := "self-stall-" + randKey()
@@ -344,6 +345,7 @@ func TestStallAfterQueuedIsNotContention(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			srv, rdb := newReal(t)
 			rec := &recorder{}
 			c := locktest.NewClient(t, srv.Client(t), lock.WithObserver(rec))

@@ -40,6 +40,7 @@ func TestWatchersOfHandOffToDeadWaiter(t *testing.T) {
 		{"two dead processes on both sides", []queued{{dead: "deadA:1"}, {dead: "deadB:1"}, {live: true}, {dead: "deadC:1"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			srv, rdb := newReal(t)
 			ctx := context.Background()
 			key := "watchers-" + randKey()
@@ -112,6 +113,7 @@ func TestLeaveHandingToDeadWaiterReachesLiveWaiter(t *testing.T) {
 		{"dead waiters around the live one", []string{"dead:1", "dead:2"}, []string{"dead:3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			srv, rdb := newReal(t)
 			ctx := context.Background()
 			key := "ho-leave-handoff-" + randKey()

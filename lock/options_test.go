@@ -171,6 +171,7 @@ func TestEvictionPolicyWarnedAtNew(t *testing.T) {
 		"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"}
 	for _, policy := range policies {
 		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
 			srv := redistest.Start(t, "--maxmemory", "64mb", "--maxmemory-policy", policy)
 			log, await := logged(t)
 			c := locktest.NewClient(t, srv.Client(t), lock.WithLogger(log))
@@ -192,6 +193,7 @@ func TestEvictionPolicyWarnedAtNew(t *testing.T) {
 		})
 	}
 	t.Run("config refused", func(t *testing.T) {
+		t.Parallel()
 		srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru", "--rename-command", "CONFIG", "")
 		log, await := logged(t)
 		c := locktest.NewClient(t, srv.Client(t), lock.WithLogger(log))

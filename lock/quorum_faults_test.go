@@ -158,6 +158,7 @@ func TestQuorumNodesRestartedEmpty(t *testing.T) {
 	} {
 		lease := tc.lease
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			srvs, clients := quorumOf(t, 5)
 			holder := newQuorum(t, clients(), lock.WithDefaultLease(lease))
 			other := newQuorum(t, clients(), lock.WithDefaultLease(lease))
@@ -211,6 +212,7 @@ func TestQuorumCloseWithStalledNode(t *testing.T) {
 	t.Parallel() // long and independent: its own servers
 	for _, rt := range []time.Duration{0, -1} {
 		t.Run("ReadTimeout="+rt.String(), func(t *testing.T) {
+			t.Parallel()
 			srvs, _ := quorumOf(t, 3)
 			var rdbs []redis.UniversalClient
 			for _, s := range srvs {

@@ -61,6 +61,7 @@ func TestQuorumForceUnlockStalledNodes(t *testing.T) {
 	t.Parallel()
 	for _, stalled := range []int{1, 2} {
 		t.Run(strconv.Itoa(stalled), func(t *testing.T) {
+			t.Parallel()
 			srvs, clients := quorumOf(t, 3)
 			ctx := context.Background()
 			x := newQuorum(t, clients(), lock.WithDefaultLease(3*time.Second))

@@ -142,6 +142,7 @@ func TestReplicaAckSelfHandOffAfterReplicaStall(t *testing.T) {
 	t.Parallel()
 	for _, stall := range []time.Duration{1500 * time.Millisecond} {
 		t.Run(fmt.Sprint(stall), func(t *testing.T) {
+			t.Parallel()
 			primary := redistest.Start(t)
 			replica := redistest.StartReplica(t, primary)
 			ctx := context.Background()

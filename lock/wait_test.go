@@ -198,6 +198,7 @@ func TestHandedOverHoldKeepsItsLease(t *testing.T) {
 		{"fixed lease", []lock.LockOption{lock.WithFixedLease(20 * time.Second)}, 15 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			_, rdb := newReal(t)
 			holder := locktest.NewClient(t, rdb)
 			waiter := locktest.NewClient(t, rdb)
