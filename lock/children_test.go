@@ -14,18 +14,32 @@ import (
 )
 
 // Child processes of the tests: the test binary run again with an
-// environment variable becomes a process that holds or waits until killed.
+// environment variable (locktest.StartChild) becomes a process that holds,
+// waits or releases once, and never runs the tests.
 
-// init runs the child process of TestLiveWaiterGetsKeyWhenReleaserEnds
-// when LOCKKIT_PROBE_RELEASER is "addr,key": it takes key, says "held",
-// waits for a line on stdin, unlocks, says "released <err>" and exits at
-// once, as a process that crashes (or exits without Close) right after its
-// last unlock.
-func init() {
-	v := os.Getenv("LOCKKIT_PROBE_RELEASER")
-	if v == "" {
-		return
+// runChild runs the child process its environment asks for, if any, and
+// reports whether it did.
+func runChild() bool {
+	if addr := os.Getenv("LOCKKIT_CHILD_HOLD"); addr != "" {
+		holdForever(addr)
+		return true
 	}
+	if v := os.Getenv("LOCKKIT_CHILD_WAIT"); v != "" {
+		waitForever(v)
+		return true
+	}
+	if v := os.Getenv("LOCKKIT_PROBE_RELEASER"); v != "" {
+		releaseOnce(v)
+		return true
+	}
+	return false
+}
+
+// releaseOnce is the child process of TestLiveWaiterGetsKeyWhenReleaserEnds:
+// v is "addr,key". It takes key, says "held", waits for a line on stdin,
+// unlocks, says "released <err>" and exits at once, as a process that
+// crashes (or exits without Close) right after its last unlock.
+func releaseOnce(v string) {
 	addr, key, _ := strings.Cut(v, ",")
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	c, err := lock.New(rdb)

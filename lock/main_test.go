@@ -2,7 +2,6 @@ package lock_test
 
 import (
 	"flag"
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -13,12 +12,7 @@ import (
 
 func TestMain(m *testing.M) {
 	redistest.QuietLogs()
-	if addr := os.Getenv("LOCKKIT_CHILD_HOLD"); addr != "" {
-		holdForever(addr)
-		return
-	}
-	if v := os.Getenv("LOCKKIT_CHILD_WAIT"); v != "" {
-		waitForever(v)
+	if runChild() {
 		return
 	}
 	// Most tests wait on timers and Redis, not the CPU: run sixteen at a
@@ -26,8 +20,8 @@ func TestMain(m *testing.M) {
 	// purpose do not call t.Parallel; tests asserting time bounds run alone
 	// with LOCKKIT_TIMING=1 (see locktest.Timed); tests checking the
 	// goroutines of the whole process run in a process of their own (see
-	// locktest.OwnProcess).
-	// LOCKKIT_TIMING=1 checks time bounds as written: four at a time then.
+	// locktest.OwnProcess). LOCKKIT_TIMING=1 checks time bounds as
+	// written: four at a time then.
 	flag.Parse()
 	if f := flag.Lookup("test.parallel"); f != nil && f.Value.String() == f.DefValue {
 		n := "16"
