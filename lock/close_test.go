@@ -39,7 +39,11 @@ func checkClosed(t *testing.T, held []context.Context, waiting <-chan error) {
 	}
 }
 
-func TestClose(t *testing.T) {
+// Close ends its Client's holds (their contexts end with ErrClosed, and
+// the keys are released in Redis) and waits (Lock returns ErrClosed), and
+// leaves no goroutine behind; Lock after Close says ErrClosed, and the
+// unlock of a hold Close ended says ErrClosed once.
+func TestCloseEndsHoldsAndWaiters(t *testing.T) {
 	if !locktest.OwnProcess(t) { // checks the goroutines of the whole process
 		return
 	}

@@ -233,7 +233,7 @@ func TestNoWakeUpLostWithCancelsAndClose(t *testing.T) {
 // Hand-offs between many live waiters of three Clients, while other
 // callers keep joining the queue and giving up (150 ms wait limit): each
 // release reaches the next live waiter within milliseconds.
-func TestHandOffWithQuittersNoStall(t *testing.T) {
+func TestHandOffAmongQuittersTakesMilliseconds(t *testing.T) {
 	locktest.Timed(t)
 	srv, _ := newReal(t)
 	var cs []*lock.Client

@@ -130,7 +130,9 @@ func TestLockRejectsBadInput(t *testing.T) {
 	}
 }
 
-func TestRedisDown(t *testing.T) {
+// With Redis down, TryLock fails with Redis's error, not ErrNotObtained:
+// an unreachable Redis is not contention.
+func TestRedisDownIsAnErrorNotContention(t *testing.T) {
 	t.Parallel() // long and independent: its own servers
 	mr, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
@@ -209,7 +211,7 @@ func TestEvictionPolicyWarnedAtNew(t *testing.T) {
 // that says so (ErrOutOfMemory), while held locks keep renewing and their
 // unlock still releases: nothing is silently lost, and locking works again
 // once memory is freed.
-func TestOutOfMemory(t *testing.T) {
+func TestOutOfMemoryRefusesNewLocksOnly(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 	rdb := srv.Client(t)

@@ -154,7 +154,7 @@ func TestCallsDoNotWaitForOtherRoundTrips(t *testing.T) {
 // exclusion holds, no call overruns its deadline by 100 ms, and afterwards
 // every key is obtainable at once (nothing left behind blocks it longer
 // than a claim window).
-func TestCancelRacesWithSenders(t *testing.T) {
+func TestCallsCutOffInThePipeLeaveNothingBehind(t *testing.T) {
 	locktest.Timed(t)
 	srv, _ := newReal(t)
 	a := locktest.NewClient(t, srv.Client(t))

@@ -250,7 +250,7 @@ func TestQueuedCallsKeepTheirOrder(t *testing.T) {
 // SCRIPT FLUSH again and again while two Clients' goroutines contend on
 // a few keys (their calls batched in pipelines): no call fails, mutual
 // exclusion holds, and every goroutine makes progress.
-func TestScriptFlushDuringBatches(t *testing.T) {
+func TestScriptFlushLosesNoCall(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	clients := []*struct{ n atomic.Int64 }{{}, {}}
