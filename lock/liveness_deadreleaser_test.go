@@ -306,11 +306,11 @@ func TestReleasersCloseRightAfterUnlock(t *testing.T) {
 // queues of 2 to 19 waiters, dead ones of processes A to D and one live
 // waiter: only the watchers the hand-off tells can notice the dead
 // receiver, and the live waiter must get the key within two claim windows
-// wherever it stands. Before the last watcher was the last waiter of a
-// Client not told yet, the queue's last waiter was the watcher even when it
-// was of the receiver's Client, and the live waiter behind two other dead
-// Clients, or 17th behind the receiver, got the key only when the holder's
-// lease ran out (8 s).
+// wherever it stands: right behind the receiver, 16th to 18th behind it
+// (past the 16 the hand-off looks at), behind other dead Clients, with a
+// dead Client's waiter last, or the receiver's own Client's; the last
+// watcher is the last waiter of a Client not told yet, not of the
+// receiver's Client.
 func TestLiveWaiterWhereverItStands(t *testing.T) {
 	t.Parallel()
 	deadA := func(n int) []string { // waiters of the receiver's process

@@ -51,7 +51,7 @@ func waitReleasedOn(t *testing.T, node redis.Cmdable, hashKey string, limit time
 // With 2 of 5 quorum nodes down (stopped, and frozen) no call waits out the
 // node timeout: a call returns as soon as a majority has answered, and
 // nodes that failed repeatedly are left alone for a while, probed now and
-// then. Before, every call waited the node timeout for the dead nodes.
+// then: no call waits the node timeout for the dead nodes.
 func TestQuorumMinorityDownDoesNotSlowCalls(t *testing.T) {
 	t.Parallel() // long and independent: its own servers
 	srvs, clients := quorumOf(t, 5)
