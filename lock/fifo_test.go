@@ -206,10 +206,10 @@ func TestReleaseWakesTheNextWaiterOfTheSameClient(t *testing.T) {
 
 // A release hands the key to a waiter W with a fixed lease, with a second
 // waiter of W's Client queued behind it and a waiter of a third Client
-// behind that: [W (fixed 150 ms lease), W2 (W's Client), X]. W takes the key and
-// lets its lease lapse, as a live process may. W2 came before X, its
-// process is alive, and it must get the key first (FIFO across Clients),
-// and soon after W's lease lapsed, not after the claim window.
+// behind that: [W (fixed 150 ms lease), W2 (W's Client), X]. W takes the
+// key and lets its lease lapse, as a live process may. W2 came before X,
+// its process is alive, and it must get the key first (FIFO across
+// Clients), and soon after W's lease lapsed, not after the claim window.
 func TestLapsedHandOffKeepsFIFOForItsClient(t *testing.T) {
 	t.Parallel()
 	_, rdb := newReal(t)

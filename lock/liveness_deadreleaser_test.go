@@ -24,7 +24,7 @@ import (
 // live waiters still get the key within two claim windows.
 
 // releaser is a child process that takes a key, says so, and releases it
-// and exits at once when told (see init).
+// and exits at once when told (see releaseOnce).
 type releaser struct {
 	cmd   *exec.Cmd
 	stdin io.Writer
