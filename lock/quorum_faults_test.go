@@ -55,7 +55,9 @@ func waitReleasedOn(t *testing.T, node redis.Cmdable, hashKey string, limit time
 func TestQuorumMinorityDownDoesNotSlowCalls(t *testing.T) {
 	t.Parallel() // long and independent: its own servers
 	srvs, clients := quorumOf(t, 5)
-	const nodeTimeout = 500 * time.Millisecond
+	// A call that waits out the node timeout takes at least that long, on a
+	// busy machine too: the bound scales with it.
+	nodeTimeout := locktest.Bound(500 * time.Millisecond)
 	c, err := lock.NewQuorum(clients(), lock.WithNodeTimeout(nodeTimeout))
 	if err != nil {
 		t.Fatal(err)
@@ -360,7 +362,7 @@ func TestQuorumHeldWithNodeDown(t *testing.T) {
 	if info, err := c.Inspect(ctx, "q"); err != nil {
 		t.Fatalf("Inspect with a node down: %+v %v", info, err)
 	}
-	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	hctx, cancel := context.WithTimeout(ctx, locktest.Bound(2*time.Second))
 	defer cancel()
 	listed := 0
 	var errs []error

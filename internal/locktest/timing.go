@@ -12,8 +12,9 @@ const TimingEnv = "LOCKKIT_TIMING"
 
 // busyScale multiplies upper bounds on elapsed time without
 // LOCKKIT_TIMING=1: the bound plus room for a 2-core machine running two
-// busy loops and the other tests beside the one checking it.
-const busyScale = 4
+// busy loops and the other tests beside the one checking it (twice that
+// under the race detector).
+const busyScale = 4 * raceScale
 
 // Tight reports whether timing bounds are checked as written
 // (LOCKKIT_TIMING=1).
