@@ -121,10 +121,13 @@ func TestStalledSendersDoNotHoldQueue(t *testing.T) {
 func TestCallsDoNotWaitForOtherRoundTrips(t *testing.T) {
 	locktest.Timed(t)
 	_, rdb := newReal(t)
-	rdb.AddHook(latency{locktest.Bound(100 * time.Millisecond)})
+	// The round trip scales with a busy machine, up to 400 ms: an unlock
+	// waits at most 1 s for its two (NOSCRIPT, then EVAL).
+	rtt := min(locktest.Bound(100*time.Millisecond), 400*time.Millisecond)
+	rdb.AddHook(latency{rtt})
 	c := locktest.NewClient(t, rdb)
 	warm(t, c)
-	lease := locktest.Bound(150 * time.Millisecond) // 1.5 round trips
+	lease := rtt * 3 / 2
 	var wg sync.WaitGroup
 	for i := range 6 {
 		wg.Add(1)
