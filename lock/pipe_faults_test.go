@@ -141,7 +141,7 @@ func TestCallsDoNotWaitForOtherRoundTrips(t *testing.T) {
 				took := time.Since(start)
 				cancel()
 				if err != nil {
-					t.Errorf("%s: a %v lease over a 100 ms round trip, after %v: %v", key, lease, took, err)
+					t.Errorf("%s: a %v lease over a %v round trip, after %v: %v", key, lease, rtt, took, err)
 					return
 				}
 				_ = unlock()
