@@ -276,10 +276,13 @@ func TestRenewalJustBeforeValidityKeepsHold(t *testing.T) {
 			t.Logf("margin %v: renewal reported %v after the validity could end: inconclusive (ended: %v)", margin, confirmed.Sub(validFrom), ended)
 		default:
 			conclusive++
-			if ended {
+			// The hold must live until the test looks, a lease after the old
+			// validity; a sleep that overran on a busy machine may see a
+			// later renewal's loss, which is not this test's concern.
+			if ended && e.at.Before(validFrom.Add(lease)) {
 				t.Errorf("margin %v: renewal confirmed %v before the validity, yet the hold ended %v after it with %v (%v)",
 					margin, validFrom.Sub(confirmed), e.at.Sub(validFrom), e.rel.Cause, e.rel.Loss)
-			} else if !lock.Held(lctx, key) {
+			} else if !ended && !lock.Held(lctx, key) {
 				t.Errorf("margin %v: not Held after a renewal confirmed in time", margin)
 			}
 		}
