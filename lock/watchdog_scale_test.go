@@ -3,7 +3,6 @@ package lock_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -84,13 +83,18 @@ func (r *renewalRecorder) Released(ctx context.Context, rel lock.Release) {
 // Client holds many keys with a 3 s lease while busy loops compete with
 // the test and Redis for the cores; no lease may be lost, and every
 // unlock must succeed. LOCKKIT_TIMING=1 (CI) runs the full size, 20,000
-// holds of 3 s for 12 s; otherwise 5,000 holds of 1.5 s for 8 s; both
-// with three busy loops. The watchdog sends a slow renewal batch once, not
-// again every quarter interval: a batch sent again would lose leases here.
+// holds of 3 s for 12 s; otherwise 5,000 holds of 1.5 s for 8 s (of 3 s
+// under the race detector, which slows every renewal batch several
+// times); all with three busy loops. The watchdog sends a slow renewal
+// batch once, not again every quarter interval: a batch sent again would
+// lose leases here.
 func TestWatchdogKeepsManyLeasesUnderCPULoad(t *testing.T) {
 	holds, loops, hold, lease := 5000, 3, 8*time.Second, 1500*time.Millisecond
-	if os.Getenv("LOCKKIT_TIMING") == "1" {
+	switch {
+	case locktest.Tight():
 		holds, loops, hold, lease = 20000, 3, 12*time.Second, 3*time.Second
+	case locktest.RaceEnabled:
+		lease = 3 * time.Second
 	}
 	srv, _ := newReal(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
