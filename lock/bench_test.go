@@ -4,19 +4,12 @@ import (
 	"context"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
-
-// BenchmarkLockUnlock is one uncontended Lock and unlock against a real
-// redis-server on loopback: two round trips.
-func BenchmarkLockUnlock(b *testing.B) { benchLockUnlock(b) }
-
-// BenchmarkLockUnlockLabelled is BenchmarkLockUnlock with an owner label
-// (lock.WithOwnerLabel), the longest owner a Client writes.
-func BenchmarkLockUnlockLabelled(b *testing.B) {
-	benchLockUnlock(b, lock.WithOwnerLabel("payments-7f9c"))
-}
 
 func benchLockUnlock(b *testing.B, opts ...lock.Option) {
 	_, rdb := newReal(b)
@@ -36,6 +29,16 @@ func lockUnlockLoop(b *testing.B, c lock.Locker) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkLockUnlock is one uncontended Lock and unlock against a real
+// redis-server on loopback: two round trips.
+func BenchmarkLockUnlock(b *testing.B) { benchLockUnlock(b) }
+
+// BenchmarkLockUnlockLabelled is BenchmarkLockUnlock with an owner label
+// (lock.WithOwnerLabel), the longest owner a Client writes.
+func BenchmarkLockUnlockLabelled(b *testing.B) {
+	benchLockUnlock(b, lock.WithOwnerLabel("payments-7f9c"))
 }
 
 // BenchmarkReentry is one re-entry and its unlock inside a held lock.
@@ -96,4 +99,31 @@ func BenchmarkContended(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkQuorum is an uncontended Lock and unlock over 5 quorum nodes,
+// all up or with 2 of them down (one stopped, one frozen).
+func BenchmarkQuorum(b *testing.B) {
+	for _, down := range []int{0, 2} {
+		b.Run(map[int]string{0: "all-up", 2: "two-down"}[down], func(b *testing.B) {
+			var rdbs []redis.UniversalClient
+			var srvs []*redistest.Server
+			for range 5 {
+				s := redistest.Start(b)
+				srvs = append(srvs, s)
+				rdbs = append(rdbs, s.Client(b))
+			}
+			c, err := lock.NewQuorum(rdbs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			if down > 0 {
+				srvs[0].Stop()
+				srvs[1].Pause()
+				defer srvs[1].Resume()
+			}
+			lockUnlockLoop(b, c)
+		})
+	}
 }

@@ -1,15 +1,10 @@
 package lock_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"net"
-	"runtime"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +14,9 @@ import (
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
+
+// Redis Cluster: exclusion, wake-ups and renewals for keys spread over
+// several masters.
 
 // spreadKeys returns n keys per master of the cluster, so a test touches
 // every master.
@@ -45,6 +43,39 @@ func spreadKeys(t *testing.T, rdb *redis.ClusterClient, masters, n int) []string
 	return keys
 }
 
+// waitShardSubscribed waits until one sharded channel matching pattern
+// has a subscriber, on any master.
+func waitShardSubscribed(t *testing.T, cl *redistest.Cluster, pattern string) {
+	t.Helper()
+	rdb := cl.Client(t)
+	ctx := context.Background()
+	locktest.Eventually(t, 5*time.Second, "a sharded subscriber on "+pattern, func() bool {
+		var mu sync.Mutex
+		n := 0
+		_ = rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			chans, err := m.PubSubShardChannels(ctx, pattern).Result()
+			mu.Lock()
+			n += len(chans)
+			mu.Unlock()
+			return err
+		})
+		return n == 1
+	})
+}
+
+// TestClusterMutualExclusion does the same on a 3-master Redis Cluster,
+// with keys spread over every master.
+func TestClusterMutualExclusion(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
+	cl := redistest.StartCluster(t, 3)
+	data := cl.Client(t)
+	var lockers []lock.Locker
+	for range 3 {
+		lockers = append(lockers, locktest.NewClient(t, cl.Client(t)))
+	}
+	hammer(t, lockers, data, spreadKeys(t, data, 3, 2), 12, 50)
+}
+
 func TestClusterWakeUpAcrossMasters(t *testing.T) {
 	t.Parallel() // long and independent: its own servers
 	cl := redistest.StartCluster(t, 3)
@@ -69,38 +100,15 @@ func TestClusterWakeUpAcrossMasters(t *testing.T) {
 			t.Fatal(err)
 		}
 		released := time.Now()
-		within(t, dones[i], 5*time.Second, "waiter on "+keys[i])
+		locktest.Within(t, dones[i], 5*time.Second, "waiter on "+keys[i])
 		if results[i].err != nil {
 			t.Fatal(results[i].err)
 		}
-		if d := results[i].at.Sub(released); d > 500*time.Millisecond {
+		if d := results[i].at.Sub(released); d > locktest.Bound(500*time.Millisecond) {
 			t.Fatalf("waiter on %s acquired %v after the release", keys[i], d)
 		}
 		_ = results[i].unlock()
 	}
-}
-
-// waitShardSubscribed waits until one sharded channel matching pattern
-// has a subscriber, on any master.
-func waitShardSubscribed(t *testing.T, cl *redistest.Cluster, pattern string) {
-	t.Helper()
-	rdb := cl.Client(t)
-	ctx := context.Background()
-	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(5 * time.Millisecond) {
-		var mu sync.Mutex
-		n := 0
-		_ = rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			chans, err := m.PubSubShardChannels(ctx, pattern).Result()
-			mu.Lock()
-			n += len(chans)
-			mu.Unlock()
-			return err
-		})
-		if n == 1 {
-			return
-		}
-	}
-	t.Fatalf("no sharded subscriber on %s", pattern)
 }
 
 func TestClusterWatchdogRenewsOnEveryMaster(t *testing.T) {
@@ -134,283 +142,139 @@ func TestClusterWatchdogRenewsOnEveryMaster(t *testing.T) {
 	}
 }
 
-// TestClusterMasterDownLosesOnlyItsLocks kills one master of a 3-master
-// cluster while one Client holds locks on every master: only the locks the
-// dead master served are lost (cause ErrLost); the others stay held and
-// their leases are still renewed on the healthy masters. It runs once with
-// go-redis's default cluster options and once with short timeouts.
-func TestClusterMasterDownLosesOnlyItsLocks(t *testing.T) {
+// On Redis Cluster a release hands the key to a waiter of another Client
+// through sharded pub/sub: on keys of every master the waiter starts
+// without sending a command (the SPUBLISHed hand-off is understood, not
+// merely taken as a wake-up), with a larger token.
+// (TestClusterWakeUpAcrossMasters checks only the wake-up's latency.)
+func TestClusterHandOffWithoutACommand(t *testing.T) {
 	t.Parallel() // long and independent: its own servers
-	for _, tc := range []struct {
-		name string
-		opts func(*redis.ClusterOptions)
-	}{
-		{"default options", func(*redis.ClusterOptions) {}},
-		{"short timeouts", func(o *redis.ClusterOptions) {
-			o.DialTimeout = 250 * time.Millisecond
-			o.ReadTimeout = 500 * time.Millisecond
-			o.WriteTimeout = 500 * time.Millisecond
-			o.MaxRedirects = 1
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			testMasterDown(t, tc.opts)
-		})
-	}
-}
-
-func testMasterDown(t *testing.T, opts func(*redis.ClusterOptions)) {
-	const (
-		lease     = 1500 * time.Millisecond // renewed every 500 ms
-		perMaster = 20
-	)
-	ctx := context.Background()
-	began := time.Now()
 	cl := redistest.StartCluster(t, 3)
-	t.Logf("cluster up in %v", time.Since(began).Round(time.Millisecond))
-	// A cluster without replicas stops serving every slot once the dead
-	// master is marked failed (after cluster-node-timeout, 5 s here) unless
-	// full coverage is not required; the test is about the Client, not
-	// about that Redis setting.
-	for _, s := range cl.Masters {
-		if err := s.Client(t).ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
+	data := cl.Client(t)
+	holder := locktest.NewClient(t, cl.Client(t))
+	wrdb := cl.Client(t)
+	sent := &locktest.CommandCounter{}
+	wrdb.AddHook(sent)
+	waiter := locktest.NewClient(t, wrdb)
+	bg := context.Background()
+	for _, key := range spreadKeys(t, data, 3, 1) {
+		hctx, unlock := locktest.MustLock(t, holder, bg, key)
+		before, _ := lock.FencingToken(hctx, key)
+		done, res := lockAsync(waiter, bg, key, lock.WithMaxWait(10*time.Second))
+		locktest.Eventually(t, 5*time.Second, "the waiter queued", func() bool { return data.LLen(bg, "lockkit:{"+key+"}:queue").Val() == 1 })
+		waitShardSubscribed(t, cl, "lockkit:{"+key+"}:released:*")
+		time.Sleep(100 * time.Millisecond) // its attempt after the subscription made
+		n := sent.N()
+		released := time.Now()
+		if err := unlock(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	var addrs []string
-	for _, s := range cl.Masters {
-		addrs = append(addrs, s.Addr)
-	}
-	o := &redis.ClusterOptions{Addrs: addrs}
-	opts(o)
-	rdb := redis.NewClusterClient(o)
-	t.Cleanup(func() {
-		_ = rdb.Close()
-		waitDialersGone()
-	})
-
-	keys := spreadKeys(t, rdb, 3, perMaster)
-	masterOf := map[string]string{}
-	for _, k := range keys {
-		m, err := rdb.MasterForKey(ctx, "lockkit:{"+k+"}")
-		if err != nil {
+		locktest.Within(t, done, 3*time.Second, "waiter on "+key)
+		if res.err != nil {
+			t.Fatalf("%s: %v", key, res.err)
+		}
+		if d := sent.N() - n; d != 0 {
+			t.Errorf("%s: the waiter sent %d commands between the release and holding the key, want 0", key, d)
+		}
+		if d := res.at.Sub(released); d > locktest.Bound(250*time.Millisecond) {
+			t.Errorf("%s: handed over %v after the release, want milliseconds", key, d)
+		}
+		if tok, ok := lock.FencingToken(res.ctx, key); !ok || tok <= before {
+			t.Errorf("%s: token %d (ok %v) after %d", key, tok, ok, before)
+		}
+		if err := res.unlock(); err != nil {
 			t.Fatal(err)
-		}
-		masterOf[k] = m.Options().Addr
-	}
-	victim := cl.Masters[1]
-
-	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(lease))
-	held := map[string]context.Context{}
-	unlocks := map[string]lock.UnlockFunc{}
-	var mu sync.Mutex
-	lostAt := map[string]time.Time{} // when a lock context ended with ErrLost
-	for _, k := range keys {
-		held[k], unlocks[k] = locktest.MustLock(t, c, ctx, k)
-		context.AfterFunc(held[k], func() {
-			if errors.Is(context.Cause(held[k]), lock.ErrLost) {
-				mu.Lock()
-				lostAt[k] = time.Now()
-				mu.Unlock()
-			}
-		})
-	}
-	t.Cleanup(func() { // also when an assertion failed
-		for _, u := range unlocks {
-			_ = u()
-		}
-	})
-	t.Logf("%d locks held at %v", len(keys), time.Since(began).Round(time.Millisecond))
-
-	time.Sleep(lease) // a few renewals with every master up
-	for _, k := range keys {
-		if err := held[k].Err(); err != nil {
-			t.Fatalf("%s lost with every master up: %v", k, context.Cause(held[k]))
-		}
-	}
-
-	pid := redisPID(t, victim)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
-	for { // the port refuses connections once the process is gone
-		conn, err := net.DialTimeout("tcp", victim.Addr, 100*time.Millisecond)
-		if err != nil {
-			break
-		}
-		conn.Close()
-		if time.Since(killed) > 2*time.Second {
-			t.Fatalf("master %s still accepts connections 2 s after SIGKILL", victim.Addr)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Logf("killed master %s (pid %d)", victim.Addr, pid)
-
-	// Every lock of the dead master is lost within its validity, well
-	// before 3 leases.
-	limit := killed.Add(3 * lease)
-	var deadKeys, liveKeys []string
-	var slowest time.Duration
-	for _, k := range keys {
-		if masterOf[k] != victim.Addr {
-			liveKeys = append(liveKeys, k)
-			continue
-		}
-		deadKeys = append(deadKeys, k)
-		select {
-		case <-held[k].Done():
-			slowest = max(slowest, time.Since(killed))
-		case <-time.After(time.Until(limit)):
-		}
-	}
-	// The last renewal confirmed before the kill was sent at most one
-	// interval before it, so its validity ends less than a lease after.
-	if slowest > lease+500*time.Millisecond {
-		t.Errorf("a lock of the dead master was lost only %v after the kill, lease %v", slowest, lease)
-	}
-	time.Sleep(time.Until(limit)) // 3 leases: no lease of the healthy masters lasts that long unrenewed
-
-	perMasterLost := map[string]int{}
-	var minPTTL time.Duration = -1
-	mu.Lock()
-	lostAfter := map[string][2]time.Duration{} // master -> first, last loss after the kill
-	for k, at := range lostAt {
-		d, seen := lostAfter[masterOf[k]], false
-		if d[1] > 0 {
-			seen = true
-		}
-		if !seen || at.Sub(killed) < d[0] {
-			d[0] = at.Sub(killed)
-		}
-		d[1] = max(d[1], at.Sub(killed))
-		lostAfter[masterOf[k]] = d
-	}
-	mu.Unlock()
-	for _, k := range deadKeys {
-		lctx := held[k]
-		if lctx.Err() == nil {
-			t.Errorf("%s on the dead master: not lost %v after the kill", k, time.Since(killed))
-			continue
-		}
-		perMasterLost[masterOf[k]]++
-		if cause := context.Cause(lctx); !errors.Is(cause, lock.ErrLost) {
-			t.Errorf("%s on the dead master: cause %v, want ErrLost", k, cause)
-		}
-		if lock.Held(lctx, k) {
-			t.Errorf("%s on the dead master: Held after loss", k)
-		}
-	}
-	for _, k := range liveKeys {
-		lctx := held[k]
-		if lctx.Err() != nil {
-			perMasterLost[masterOf[k]]++
-			t.Errorf("%s on healthy master %s lost: %v", k, masterOf[k], context.Cause(lctx))
-			continue
-		}
-		if !lock.Held(lctx, k) {
-			t.Errorf("%s on healthy master %s: Held is false", k, masterOf[k])
-		}
-		pttl, err := rdb.PTTL(ctx, "lockkit:{"+k+"}").Result()
-		if err != nil {
-			t.Errorf("PTTL of %s: %v", k, err)
-			continue
-		}
-		if pttl <= 0 {
-			t.Errorf("%s on healthy master %s: PTTL %v %v after the kill, want > 0 (renewed)", k, masterOf[k], pttl, time.Since(killed))
-		}
-		if minPTTL < 0 || pttl < minPTTL {
-			minPTTL = pttl
-		}
-	}
-	for _, s := range cl.Masters {
-		n := 0
-		for _, k := range keys {
-			if masterOf[k] == s.Addr {
-				n++
-			}
-		}
-		role := "healthy"
-		if s == victim {
-			role = "killed"
-		}
-		if d, ok := lostAfter[s.Addr]; ok {
-			t.Logf("master %s (%s): %d locks, %d lost, %v to %v after the kill", s.Addr, role, n, perMasterLost[s.Addr],
-				d[0].Round(time.Millisecond), d[1].Round(time.Millisecond))
-		} else {
-			t.Logf("master %s (%s): %d locks, %d lost", s.Addr, role, n, perMasterLost[s.Addr])
-		}
-	}
-	t.Logf("dead master's locks all lost within %v of the kill (lease %v); healthy keys' min PTTL %v at %v after the kill",
-		slowest.Round(time.Millisecond), lease, minPTTL, time.Since(killed).Round(time.Millisecond))
-
-	// A lost lock's unlock still tries to release its key (it might be
-	// ours still), which on a dead master costs go-redis's retries: unlock
-	// concurrently.
-	errs := make([]error, len(keys))
-	var wg sync.WaitGroup
-	for i, k := range keys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = unlocks[k]()
-		}()
-	}
-	wg.Wait()
-	for i, k := range keys {
-		switch err := errs[i]; {
-		case masterOf[k] == victim.Addr && !errors.Is(err, lock.ErrLost):
-			t.Errorf("unlock %s on the dead master: %v, want ErrLost", k, err)
-		case masterOf[k] != victim.Addr && err != nil && !t.Failed():
-			t.Errorf("unlock %s on healthy master: %v", k, err)
-		}
-	}
-	start := time.Now()
-	if err := c.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("Close took %v", d)
-	}
-	t.Logf("unlocked and closed at %v", time.Since(began).Round(time.Millisecond))
-}
-
-// waitDialersGone waits, up to 3 s, until no go-redis pool of a closed
-// client still probes a dead server: the prober sleeps 1 s between dials
-// and only then sees that its pool was closed, which goleak would report.
-func waitDialersGone() {
-	buf := make([]byte, 1<<20)
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		n := runtime.Stack(buf, true)
-		for n == len(buf) {
-			buf = make([]byte, 2*len(buf))
-			n = runtime.Stack(buf, true)
-		}
-		if !bytes.Contains(buf[:n], []byte("(*ConnPool).tryDial")) {
-			return
 		}
 	}
 }
 
-// redisPID returns the process id of the redis-server s.
-func redisPID(t *testing.T, s *redistest.Server) int {
-	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
-	defer rdb.Close()
-	info, err := rdb.Info(context.Background(), "server").Result()
-	if err != nil {
-		t.Fatal(err)
+func TestHeldCluster(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
+	cl := redistest.StartCluster(t, 3)
+	rdb := cl.Client(t)
+	c := locktest.NewClient(t, rdb)
+	ctx := context.Background()
+	keys := spreadKeys(t, rdb, 3, 2)
+	for _, k := range keys {
+		_, unlock := locktest.MustLock(t, c, ctx, k)
+		defer unlock()
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			pid, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid
+	slices.Sort(keys)
+	if got := heldKeys(t, c, "spread:*"); !slices.Equal(got, keys) {
+		t.Fatalf("Held on the cluster = %q, want %q", got, keys)
+	}
+	nodes := map[string]bool{}
+	for info, err := range c.List(ctx, "*") {
+		if err != nil {
+			t.Fatal(err)
 		}
+		nodes[info.Node] = true
 	}
-	t.Fatalf("no process_id in INFO of %s", s.Addr)
-	return 0
+	if len(nodes) != 3 {
+		t.Fatalf("locks listed from %d masters, want 3: %v", len(nodes), nodes)
+	}
+	info, err := c.Inspect(ctx, keys[0])
+	if err != nil || !info.Held {
+		t.Fatalf("Inspect on the cluster: %+v, %v", info, err)
+	}
+	if _, err := c.ForceUnlock(ctx, keys[0]); err != nil {
+		t.Fatalf("ForceUnlock on the cluster: %v", err)
+	}
+	if got := heldKeys(t, c, "spread:*"); len(got) != len(keys)-1 {
+		t.Fatalf("after a force-unlock: %q", got)
+	}
+}
+
+// On Redis Cluster the releasing Client's check (acquire.lua's check
+// mode) and the turn it announces with SPUBLISH on every queued Client's
+// own channel of the key (a channel that is not in KEYS, in the key's
+// slot) reach a live waiter of another Client behind a dead one: it gets
+// the key about one claim window after the release, on every master.
+func TestClusterCheckAnnouncesTurnAfterDeadReceiver(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3)
+	data := cl.Client(t)
+	holder := locktest.NewClient(t, cl.Client(t))
+	waiter := locktest.NewClient(t, cl.Client(t))
+	ctx := context.Background()
+	for _, key := range spreadKeys(t, data, 3, 1) {
+		_, unlock := locktest.MustLock(t, holder, ctx, key, lock.WithLease(holderLease))
+		base := "lockkit:{" + key + "}"
+		now, err := data.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := data.RPush(ctx, base+":queue", "dead:1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := data.HSet(ctx, base+":waits", "dead:1", now.Add(time.Minute).UnixMilli()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := data.HSet(ctx, base, "q", 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+		done, res := lockAsync(waiter, ctx, key, lock.WithMaxWait(holderLease+3*time.Second))
+		for data.LLen(ctx, base+":queue").Val() != 2 {
+			time.Sleep(2 * time.Millisecond)
+		}
+		waitShardSubscribed(t, cl, base+":released:*")
+		time.Sleep(50 * time.Millisecond)
+		if err := unlock(); err != nil {
+			t.Fatal(err)
+		}
+		released := time.Now()
+		if o, _ := data.HGet(ctx, base, "o").Result(); o != "dead:1" {
+			t.Fatalf("%s: not handed to the dead waiter (owner %q)", key, o)
+		}
+		locktest.Within(t, done, holderLease+5*time.Second, "waiter on "+key)
+		if res.err != nil {
+			t.Fatalf("%s: %v", key, res.err)
+		}
+		d := res.at.Sub(released)
+		t.Logf("%s: live waiter got the key %v after the release to a dead waiter", key, d)
+		if d > 2*time.Second+locktest.Bound(500*time.Millisecond) {
+			t.Errorf("%s: live waiter got the key %v after the release to a dead waiter, want within two claim windows", key, d)
+		}
+		_ = res.unlock()
+	}
 }

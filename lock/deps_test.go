@@ -10,6 +10,7 @@ import (
 // lock imports go-redis and the standard library, never gin, cron,
 // OpenTelemetry or lockkit's other packages.
 func TestDependencyDirection(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "github.com/lockkit/lockkit/lock").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)

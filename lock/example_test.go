@@ -1,9 +1,5 @@
 package lock_test
 
-// These examples need a Redis on localhost:6379, so go test compiles them
-// without running them. Package locktest has runnable ones on an embedded
-// Redis.
-
 import (
 	"context"
 	"errors"

@@ -13,62 +13,14 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// TestForceUnlockFences: the old holder learns of the loss at its next
-// renewal, its unlock reports it, the queued waiter gets the key with a
-// larger token, and storage that checks tokens rejects the old holder.
-func TestForceUnlockFences(t *testing.T) {
-	_, rdb := newReal(t)
-	ctx := context.Background()
-	old := locktest.NewClient(t, rdb, lock.WithOwnerLabel("stuck"))
-	lease := 600 * time.Millisecond // renewed every 200 ms
-	held, unlock := locktest.MustLock(t, old, ctx, "orders:42", lock.WithLease(lease))
-	_, unlockInner := locktest.MustLock(t, old, held, "orders:42")
-	oldToken, _ := lock.FencingToken(held, "orders:42")
-	done := queueWaiters(t, rdb, "orders:42", 1)
-
-	waiter := locktest.NewClient(t, rdb, lock.WithOwnerLabel("next"))
-	next := locktest.TokenWhenLocked(t, waiter, ctx, "orders:42")
-	waitQueued(t, rdb, "orders:42", 2)
-
-	op := locktest.NewClient(t, rdb, lock.WithOwnerLabel("operator"))
-	f, err := op.ForceUnlock(ctx, "orders:42")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.Holder.Label != "stuck" || f.Token != oldToken || f.HandedTo.Label != "w0" || f.NewToken != oldToken+1 {
-		t.Fatalf("forced %+v: want stuck's token %d handed to w0 with %d", f, oldToken, oldToken+1)
-	}
-	if err := <-done[0]; err != nil {
-		t.Fatalf("w0: %v", err)
-	}
-	if tok := <-next; tok <= oldToken+1 {
-		t.Fatalf("next waiter's token %d, want more than %d", tok, oldToken+1)
-	}
-	// The old holder's watchdog ends its hold at the next renewal: within
-	// a third of the lease, plus a generous allowance for a slow machine.
-	within(t, held.Done(), lease, "the old holder's loss")
-	if cause := context.Cause(held); cause != lock.ErrLost {
-		t.Fatalf("old holder's cause %v, want ErrLost", cause)
-	}
-	if err := unlockInner(); !errors.Is(err, lock.ErrLost) {
-		t.Fatalf("old inner unlock: %v, want ErrLost", err)
-	}
-	if err := unlock(); !errors.Is(err, lock.ErrNotHeld) && !errors.Is(err, lock.ErrLost) {
-		t.Fatalf("old unlock: %v, want ErrLost", err)
-	}
-	info, err := op.Inspect(ctx, "orders:42")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.Held {
-		t.Fatalf("after both waiters: %+v", info)
-	}
-}
+// ForceUnlock: ends a hold from outside, conditionally (IfHeldBy) or not,
+// and hands the key on without stalling the waiters.
 
 // TestForceUnlockWithoutWaiters: the key is free at once and the next
 // acquisition's token is larger; the old holder's unlock reports ErrLost
 // even though the free hash still names it.
 func TestForceUnlockWithoutWaiters(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	ctx := context.Background()
 	old := locktest.NewClient(t, rdb)
@@ -94,6 +46,7 @@ func TestForceUnlockWithoutWaiters(t *testing.T) {
 }
 
 func TestForceUnlockRefusesFreeKey(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	ctx := context.Background()
 	c := locktest.NewClient(t, rdb)
@@ -117,45 +70,10 @@ func TestForceUnlockRefusesFreeKey(t *testing.T) {
 	}
 }
 
-func TestForceUnlockQuorum(t *testing.T) {
-	_, clients := quorumOf(t, 3)
-	rdbs := clients()
-	ctx := context.Background()
-	old := newQuorum(t, rdbs, lock.WithOwnerLabel("stuck"), lock.WithDefaultLease(600*time.Millisecond))
-	held, unlock := locktest.MustLock(t, old, ctx, "q")
-	defer unlock()
-	op := newQuorum(t, clients(), lock.WithOwnerLabel("operator"))
-	info, err := op.Inspect(ctx, "q")
-	if err != nil || !info.Held || info.Holder.Label != "stuck" || len(info.Nodes) != 3 {
-		t.Fatalf("Inspect: %+v, %v", info, err)
-	}
-	heldOn := 0 // a quorum's acquisition returns at the majority's answer
-	for _, n := range info.Nodes {
-		if n.Node == "" || n.Err != nil {
-			t.Fatalf("node %+v: want its address and no error", n)
-		}
-		if n.Held {
-			heldOn++
-		}
-	}
-	if heldOn < 2 {
-		t.Fatalf("held on %d nodes, want at least 2: %+v", heldOn, info.Nodes)
-	}
-	f, err := op.ForceUnlock(ctx, "q")
-	if err != nil || f.Holder.Label != "stuck" {
-		t.Fatalf("ForceUnlock: %+v, %v", f, err)
-	}
-	within(t, held.Done(), 600*time.Millisecond, "the old holder's loss")
-	if _, err := op.ForceUnlock(ctx, "q"); !errors.Is(err, lock.ErrNotHeld) {
-		t.Fatalf("second ForceUnlock: %v, want ErrNotHeld", err)
-	}
-	_, unlockNew := locktest.MustLock(t, op, ctx, "q", lock.WithMaxWait(time.Second))
-	_ = unlockNew()
-}
-
 // TestForceUnlockOwnHold: a Client that forces its own hold away ends it
 // before ForceUnlock returns.
 func TestForceUnlockOwnHold(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	held, unlock := locktest.MustLock(t, c, context.Background(), "own")
@@ -175,6 +93,7 @@ func TestForceUnlockOwnHold(t *testing.T) {
 // when its lease ends, as ForceUnlock's doc says; meanwhile its fencing
 // token, smaller than the next holder's, is what stops its writes.
 func TestForceUnlockFixedLeaseHolder(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	a := locktest.NewClient(t, srv.Client(t))
@@ -207,6 +126,7 @@ func TestForceUnlockFixedLeaseHolder(t *testing.T) {
 // further back gets the key about one claim window later, not after the
 // holder's whole lease.
 func TestForceUnlockToFrozenWaiterDoesNotStall(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
@@ -262,93 +182,12 @@ func TestForceUnlockToFrozenWaiterDoesNotStall(t *testing.T) {
 	}
 }
 
-// TestQuorumForceUnlockStalledNodes: with one node of three stalled,
-// ForceUnlock ends the hold on the two others and the holder loses the
-// key at its next renewal; with two stalled it fails (the hold was ended
-// on one node only), and does not claim a hold it could not end.
-func TestQuorumForceUnlockStalledNodes(t *testing.T) {
-	for _, stalled := range []int{1, 2} {
-		t.Run(strconv.Itoa(stalled), func(t *testing.T) {
-			srvs, clients := quorumOf(t, 3)
-			ctx := context.Background()
-			x := newQuorum(t, clients(), lock.WithDefaultLease(3*time.Second))
-			held, unlock := locktest.MustLock(t, x, ctx, "q")
-			defer unlock()
-			op := newQuorum(t, clients(), lock.WithNodeTimeout(100*time.Millisecond))
-			for _, s := range srvs[3-stalled:] {
-				s.Pause()
-			}
-			fctx, cancel := context.WithTimeout(ctx, time.Second)
-			start := time.Now()
-			f, err := op.ForceUnlock(fctx, "q")
-			took := time.Since(start)
-			cancel()
-			for _, s := range srvs[3-stalled:] {
-				s.Resume()
-			}
-			switch {
-			case took > 1100*time.Millisecond:
-				t.Fatalf("ForceUnlock took %v with a deadline of 1 s", took)
-			case err != nil && stalled == 1:
-				t.Fatalf("ForceUnlock with one node stalled: %v", err)
-			case err != nil:
-				return // refused without a majority: right
-			}
-			// ForceUnlock said the hold was ended: the holder must lose it.
-			select {
-			case <-held.Done():
-				if !errors.Is(context.Cause(held), lock.ErrLost) {
-					t.Fatalf("hold ended with %v", context.Cause(held))
-				}
-			case <-time.After(6 * time.Second): // two leases: several renewals
-				info, _ := op.Inspect(ctx, "q")
-				t.Fatalf("ForceUnlock reported %+v (nil error) with %d nodes of three stalled; the holder still holds the key 6 s later: %v", f, stalled, info.Holder)
-			}
-		})
-	}
-}
-
-// TestForceUnlockTokenAfterHashExpired: after a force-unlock with no
-// waiter the hash keeps the last token about a second, then lapses; the
-// next token (from Redis's clock) is still larger than the old holder's,
-// also when the old one came from a long chain of hand-offs.
-func TestForceUnlockTokenAfterHashExpired(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	c := locktest.NewClient(t, rdb)
-	ctx := context.Background()
-	var last uint64
-	for range 50 { // a chain of holds within the linger: tokens +1 each
-		held, unlock := locktest.MustLock(t, c, ctx, "chain")
-		last, _ = lock.FencingToken(held, "chain")
-		_ = unlock()
-	}
-	held, unlock := locktest.MustLock(t, c, ctx, "chain")
-	defer unlock()
-	old, _ := lock.FencingToken(held, "chain")
-	if old != last+1 {
-		t.Fatalf("chain: %d after %d", old, last)
-	}
-	if _, err := locktest.NewClient(t, rdb).ForceUnlock(ctx, "chain"); err != nil {
-		t.Fatal(err)
-	}
-	for start := time.Now(); rdb.Exists(ctx, "lockkit:{chain}").Val() == 1; time.Sleep(10 * time.Millisecond) {
-		if time.Since(start) > 3*time.Second {
-			t.Fatal("the forced hash never lapsed")
-		}
-	}
-	next, unlockNext := locktest.MustLock(t, c, ctx, "chain")
-	defer unlockNext()
-	if tok, _ := lock.FencingToken(next, "chain"); tok <= old {
-		t.Fatalf("token %d after the hash lapsed, old holder's %d", tok, old)
-	}
-}
-
 // TestForceUnlockIfHeldBy: with IfHeldBy, ForceUnlock ends the hold of
 // the owner named and no other: when another owner holds the key it
 // returns ErrHolderChanged and changes nothing; an empty owner is
 // refused.
 func TestForceUnlockIfHeldBy(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	ctx := context.Background()
 	a := locktest.NewClient(t, rdb, lock.WithOwnerLabel("a"))
@@ -380,12 +219,13 @@ func TestForceUnlockIfHeldBy(t *testing.T) {
 	if err != nil || f.Holder.Label != "b" {
 		t.Fatalf("ForceUnlock of b's hold: %+v %v", f, err)
 	}
-	within(t, heldB.Done(), 3*time.Second, "b's loss")
+	locktest.Within(t, heldB.Done(), 3*time.Second, "b's loss")
 }
 
 // TestForceUnlockByDigestName: a key stored by its digest is listed by
 // Held with its Name only; Inspect and ForceUnlock take that name.
 func TestForceUnlockByDigestName(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	ctx := context.Background()
 	c := locktest.NewClient(t, rdb)
@@ -411,8 +251,41 @@ func TestForceUnlockByDigestName(t *testing.T) {
 	if f, err := op.ForceUnlock(ctx, name); err != nil || f.Token != tok {
 		t.Fatalf("ForceUnlock(%q): %+v %v", name, f, err)
 	}
-	within(t, held.Done(), 3*time.Second, "the holder's loss")
+	locktest.Within(t, held.Done(), 3*time.Second, "the holder's loss")
 	if _, err := op.ForceUnlock(ctx, "lockkit:{%h"+strings.Repeat("0", 64)+"}"); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("ForceUnlock of an unknown digest name: %v", err)
+	}
+}
+
+// TestForceUnlockIfHeldByReentrantHolder: IfHeldBy names a holder that
+// re-entered its hold: the whole hold ends (every level), both unlocks
+// return ErrLost, and the next holder's token is larger.
+func TestForceUnlockIfHeldByReentrantHolder(t *testing.T) {
+	t.Parallel()
+	_, rdb := newReal(t)
+	ctx := context.Background()
+	holder := locktest.NewClient(t, rdb, lock.WithDefaultLease(3*time.Second))
+	op := locktest.NewClient(t, rdb)
+	outer, unlockOuter := locktest.MustLock(t, holder, ctx, "reent")
+	inner, unlockInner := locktest.MustLock(t, holder, outer, "reent")
+	info, err := op.Inspect(ctx, "reent")
+	if err != nil || info.HoldCount != 2 {
+		t.Fatalf("Inspect: %+v, %v; want a hold count of 2", info, err)
+	}
+	f, err := op.ForceUnlock(ctx, "reent", lock.IfHeldBy(info.Holder.ID))
+	if err != nil || f.Holder.ID != info.Holder.ID {
+		t.Fatalf("ForceUnlock IfHeldBy the re-entered holder: %+v, %v", f, err)
+	}
+	locktest.Within(t, inner.Done(), 2*time.Second, "the inner level's end (next renewal)")
+	if err := unlockInner(); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("inner unlock: %v, want ErrLost", err)
+	}
+	if err := unlockOuter(); !errors.Is(err, lock.ErrLost) {
+		t.Errorf("outer unlock: %v, want ErrLost", err)
+	}
+	_, unlock := locktest.MustLock(t, op, ctx, "reent")
+	defer func() { _ = unlock() }()
+	if next, _ := op.Inspect(ctx, "reent"); next.Token <= f.Token {
+		t.Errorf("next token %d, not above the forced holder's %d", next.Token, f.Token)
 	}
 }

@@ -2,15 +2,18 @@ package lock_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
+
+// Client.Held: the keys held in Redis matching a pattern.
 
 // heldKeys lists the keys Held yields for pattern, sorted, failing the
 // test on an error.
@@ -31,6 +34,7 @@ func heldKeys(t *testing.T, c *lock.Client, pattern string) []string {
 }
 
 func TestHeldPatterns(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	ctx := context.Background()
 	c := locktest.NewClient(t, rdb, lock.WithOwnerLabel("lister"))
@@ -82,68 +86,11 @@ func TestHeldPatterns(t *testing.T) {
 	}
 }
 
-func TestHeldCluster(t *testing.T) {
-	t.Parallel() // long and independent: its own servers
-	cl := redistest.StartCluster(t, 3)
-	rdb := cl.Client(t)
-	c := locktest.NewClient(t, rdb)
-	ctx := context.Background()
-	keys := spreadKeys(t, rdb, 3, 2)
-	for _, k := range keys {
-		_, unlock := locktest.MustLock(t, c, ctx, k)
-		defer unlock()
-	}
-	slices.Sort(keys)
-	if got := heldKeys(t, c, "spread:*"); !slices.Equal(got, keys) {
-		t.Fatalf("Held on the cluster = %q, want %q", got, keys)
-	}
-	nodes := map[string]bool{}
-	for info, err := range c.List(ctx, "*") {
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[info.Node] = true
-	}
-	if len(nodes) != 3 {
-		t.Fatalf("locks listed from %d masters, want 3: %v", len(nodes), nodes)
-	}
-	info, err := c.Inspect(ctx, keys[0])
-	if err != nil || !info.Held {
-		t.Fatalf("Inspect on the cluster: %+v, %v", info, err)
-	}
-	if _, err := c.ForceUnlock(ctx, keys[0]); err != nil {
-		t.Fatalf("ForceUnlock on the cluster: %v", err)
-	}
-	if got := heldKeys(t, c, "spread:*"); len(got) != len(keys)-1 {
-		t.Fatalf("after a force-unlock: %q", got)
-	}
-}
-
-func TestHeldQuorum(t *testing.T) {
-	_, clients := quorumOf(t, 3)
-	c := newQuorum(t, clients())
-	ctx := context.Background()
-	_, unlock := locktest.MustLock(t, c, ctx, "q:1")
-	defer unlock()
-	perNode := map[string]int{}
-	for info, err := range c.List(ctx, "q:*") {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Key != "q:1" || info.Node == "" {
-			t.Fatalf("yielded %+v", info)
-		}
-		perNode[info.Node]++
-	}
-	if len(perNode) < 2 {
-		t.Fatalf("listed on %d nodes, want at least a majority: %v", len(perNode), perNode)
-	}
-}
-
 // TestHeldPatternMatchesEscapedKeys: Held's pattern is a glob over the
 // user's keys, although Redis stores '%', '{' and '}' escaped as three
 // bytes: '?' and classes match such keys.
 func TestHeldPatternMatchesEscapedKeys(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	c := locktest.NewClient(t, rdb)
@@ -169,77 +116,84 @@ func TestHeldPatternMatchesEscapedKeys(t *testing.T) {
 	}
 }
 
-// TestHeldClusterMasterStalled: Held on a Redis Cluster with one master
-// stalled ends with an error within its context's deadline.
-func TestHeldClusterMasterStalled(t *testing.T) {
-	cl := redistest.StartCluster(t, 3)
-	rdb := cl.Client(t)
-	c := locktest.NewClient(t, rdb)
+// TestHeldDigestKeysFollowPattern: the key of a lock stored by its digest
+// is not stored, so only a pattern of '*'s lists it: "*a" lists neither a
+// key ending in 'b' whose digest's hex ends in 'a' (which SCAN matches)
+// nor one ending in 'a'; "*" lists both.
+func TestHeldDigestKeysFollowPattern(t *testing.T) {
+	t.Parallel()
+	_, rdb := newReal(t)
 	ctx := context.Background()
-	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+	c := locktest.NewClient(t, rdb)
+	// A long key ending in 'b' whose digest ends in 'a', and one ending in
+	// 'a' whose digest does not.
+	var endsB, endsA string
+	for i := 0; endsB == "" || endsA == ""; i++ {
+		k := strings.Repeat("k", 200) + itoa(int64(i))
+		sum := sha256.Sum256([]byte(k + "b"))
+		if hex.EncodeToString(sum[:])[63] == 'a' && endsB == "" {
+			endsB = k + "b"
+		}
+		sum = sha256.Sum256([]byte(k + "a"))
+		if hex.EncodeToString(sum[:])[63] != 'a' && endsA == "" {
+			endsA = k + "a"
+		}
+	}
+	names := map[string]string{}
+	for _, k := range []string{endsA, endsB} {
 		_, unlock := locktest.MustLock(t, c, ctx, k)
 		defer unlock()
-	}
-	cl.Masters[1].Pause()
-	defer cl.Masters[1].Resume()
-	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	var err error
-	n := 0
-	for _, e := range c.List(cctx, "*") {
-		if e != nil {
-			err = e
-			break
+		info, err := c.Inspect(ctx, k)
+		if err != nil {
+			t.Fatal(err)
 		}
-		n++
+		names[info.Name] = k[len(k)-1:]
 	}
-	if took := time.Since(start); err == nil || took > 600*time.Millisecond {
-		t.Fatalf("Held with a master stalled: %d listed, %v after %v", n, err, took)
+	listed := func(pattern string) map[string]bool {
+		names := map[string]bool{}
+		for info, err := range c.List(ctx, pattern) {
+			if err != nil {
+				t.Fatalf("Held(%q): %v", pattern, err)
+			}
+			names[info.Name] = true
+		}
+		return names
+	}
+	some, all := listed("*a"), listed("*")
+	for name, last := range names {
+		if some[name] {
+			t.Errorf("Held(\"*a\") lists %s, the digest-stored lock of a key ending in %q", name, last)
+		}
+		if !all[name] {
+			t.Errorf("Held(\"*\") misses %s, the digest-stored lock of a key ending in %q", name, last)
+		}
 	}
 }
 
-// TestQuorumHeldWithNodeDown: in quorum mode Held lists the locks of the
-// nodes that answer when one does not, then yields that node's error.
-func TestQuorumHeldWithNodeDown(t *testing.T) {
-	srvs, clients := quorumOf(t, 3)
+// TestHeldAcceptsRedisGlobs: Held's pattern is a glob as in Redis's SCAN:
+// a class starting with '-' ("[-_]", common with key names) is accepted,
+// the '-' read as a literal as Redis reads it.
+func TestHeldAcceptsRedisGlobs(t *testing.T) {
+	t.Parallel()
+	_, rdb := newReal(t)
 	ctx := context.Background()
-	c := newQuorum(t, clients())
-	_, unlock := locktest.MustLock(t, c, ctx, "q")
-	defer unlock()
-	// Lock returns once a majority has the key: stop the first node that
-	// has it, so Held has at least one other node's lock to list.
-	info, err := c.Inspect(ctx, "q")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down, held := -1, 0
-	for i, n := range info.Nodes {
-		if n.Held {
-			held++
-			if down < 0 {
-				down = i
+	c := locktest.NewClient(t, rdb)
+	for _, tc := range []struct{ pattern, key string }{
+		{"report[-_]2026", "report-2026"},
+		{"v[-.]1", "v.1"},
+	} {
+		_, unlock := locktest.MustLock(t, c, ctx, tc.key)
+		found := false
+		for info, err := range c.List(ctx, tc.pattern) {
+			if err != nil {
+				t.Errorf("Held(%q): %v", tc.pattern, err)
+				break
 			}
+			found = found || info.Key == tc.key
 		}
-	}
-	srvs[down].Stop()
-	if info, err := c.Inspect(ctx, "q"); err != nil {
-		t.Fatalf("Inspect with a node down: %+v %v", info, err)
-	}
-	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	listed := 0
-	var errs []error
-	for info, err := range c.List(hctx, "*") {
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		if !found {
+			t.Errorf("Held(%q) does not list %q", tc.pattern, tc.key)
 		}
-		if info.Key == "q" {
-			listed++
-		}
-	}
-	if listed != held-1 || len(errs) != 1 {
-		t.Fatalf("Held with one node of three down listed q on %d nodes (errors %v), want the %d others that have it, then one error", listed, errs, held-1)
+		_ = unlock()
 	}
 }

@@ -14,6 +14,7 @@ import (
 // MATCH over the keys), and checks that scanMatch's SCAN pattern, run by
 // Redis over the escaped names, keeps every key Redis matches.
 func TestGlobMatchAgreesWithRedis(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(1, 2))

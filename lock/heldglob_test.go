@@ -5,6 +5,7 @@ import "testing"
 // TestGlobMatch: Held's filter matches keys as Redis matches a glob, and
 // the SCAN pattern it sends matches every escaped name whose key matches.
 func TestGlobMatch(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		pattern, key string
 		want         bool

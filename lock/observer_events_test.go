@@ -14,136 +14,8 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// TestObserverNameAndInternal: WithName and WithInternal reach the
-// observer with the call; a bad name is refused before any Redis call.
-func TestObserverNameAndInternal(t *testing.T) {
-	_, rdb := locktest.NewRedis(t)
-	rec := &recorder{}
-	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
-	ctx := context.Background()
-
-	_, unlock := locktest.MustLock(t, c, ctx, "orders:42", lock.WithName("orders:{id}"))
-	_ = unlock()
-	_, unlock = locktest.MustLock(t, c, ctx, "cron:tick:report", lock.Integration{}.Internal())
-	_ = unlock()
-	rec.mu.Lock()
-	got := append([]lock.Acquire(nil), rec.acquires...)
-	rec.mu.Unlock()
-	if len(got) != 2 {
-		t.Fatalf("%d acquire events, want 2", len(got))
-	}
-	if got[0].Name != "orders:{id}" || got[0].Internal {
-		t.Errorf("named lock: Name %q Internal %v, want orders:{id} false", got[0].Name, got[0].Internal)
-	}
-	if got[1].Name != "" || !got[1].Internal {
-		t.Errorf("internal lock: Name %q Internal %v, want empty true", got[1].Name, got[1].Internal)
-	}
-
-	cc := locktest.CountCommands(rdb)
-	for _, name := range []string{"", strings.Repeat("n", lock.MaxNameLen+1), "\xff"} {
-		_, _, err := c.Lock(ctx, "orders:42", lock.WithName(name))
-		if !errors.Is(err, lock.ErrInvalid) {
-			t.Errorf("WithName(%q): %v, want ErrInvalid", name, err)
-		}
-		if err := (lock.Integration{}).CheckLockOptions(lock.WithName(name)); !errors.Is(err, lock.ErrInvalid) {
-			t.Errorf("CheckLockOptions(WithName(%q)): %v, want ErrInvalid", name, err)
-		}
-	}
-	if n := cc.N(); n != 0 {
-		t.Errorf("%d Redis commands for invalid names, want 0", n)
-	}
-	if err := (lock.Integration{}).CheckLockOptions(lock.WithName(strings.Repeat("n", lock.MaxNameLen))); err != nil {
-		t.Errorf("a name of MaxNameLen bytes: %v", err)
-	}
-}
-
-// TestObserverWaiting: a Lock that finds the key held is reported waiting
-// with its place in the queue before it ends; a TryLock and a Lock that
-// gets the key at once are not.
-func TestObserverWaiting(t *testing.T) {
-	_, rdb := locktest.NewRedis(t)
-	rec := &recorder{}
-	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
-	ctx := context.Background()
-
-	_, unlock := locktest.MustLock(t, c, ctx, "k")
-	_, _, _ = c.TryLock(ctx, "k")
-	results := make(chan error, 2)
-	for i := range 2 {
-		go func() {
-			lctx, unlockW, err := c.Lock(ctx, "k", lock.WithMaxWait(5*time.Second))
-			if err == nil {
-				<-lctx.Done() // held until the test ends it
-				_ = unlockW()
-			}
-			results <- err
-		}()
-		waitFor(t, 5*time.Second, "waiting event", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.waiting) == i+1 })
-	}
-	rec.mu.Lock()
-	for i, w := range rec.waiting {
-		if !w.Waited || w.Position != i+1 || w.Key != "k" {
-			t.Errorf("waiting event %d: %+v, want Waited, Position %d", i, w, i+1)
-		}
-	}
-	rec.mu.Unlock()
-	_ = unlock() // the first waiter gets the key...
-	waitFor(t, 5*time.Second, "hand-over", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.acquires) == 3 })
-	if err := c.Close(); err != nil { // ...and the second ErrClosed
-		t.Fatal(err)
-	}
-	for range 2 {
-		<-results
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if len(rec.acquires) != 4 {
-		t.Fatalf("%d acquire events, want 4", len(rec.acquires))
-	}
-	first, try, served, closed := rec.acquires[0], rec.acquires[1], rec.acquires[2], rec.acquires[3]
-	if first.Waited || try.Waited || first.Position != 0 || try.Position != 0 {
-		t.Errorf("calls that did not wait: %+v %+v", first, try)
-	}
-	if !served.Waited || served.Position != 1 || served.Outcome != lock.OutcomeAcquired {
-		t.Errorf("served waiter: %+v, want acquired after waiting at 1", served)
-	}
-	if !closed.Waited || closed.Position != 2 || closed.Outcome != lock.OutcomeCanceled || !errors.Is(closed.Err, lock.ErrClosed) {
-		t.Errorf("waiter ended by Close: %+v, want canceled (a graceful Close is no failure) with ErrClosed after waiting at 2", closed)
-	}
-}
-
-// TestObserverLossReason: a lease found gone in Redis and one whose
-// validity ran out without a confirmed renewal are told apart.
-func TestObserverLossReason(t *testing.T) {
-	mr, rdb := locktest.NewRedis(t)
-	rec := &recorder{}
-	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
-	ctx := context.Background()
-
-	// Gone: the key is deleted; the next renewal (every 100 ms) finds out.
-	gone, _ := locktest.MustLock(t, c, ctx, "gone", lock.WithLease(300*time.Millisecond))
-	mr.FlushAll()
-	<-gone.Done()
-	// Not renewed: a fixed lease is never renewed; its validity runs out.
-	lapsed, _ := locktest.MustLock(t, c, ctx, "lapsed", lock.WithFixedLease(100*time.Millisecond))
-	<-lapsed.Done()
-
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	want := map[string]lock.Loss{"gone": lock.LossKeyGone, "lapsed": lock.LossNotRenewed}
-	for _, r := range rec.releases {
-		if r.Cause != lock.ErrLost || r.Loss != want[r.Key] {
-			t.Errorf("release of %q: cause %v loss %v, want ErrLost %v", r.Key, r.Cause, r.Loss, want[r.Key])
-		}
-		delete(want, r.Key)
-	}
-	if len(want) != 0 {
-		t.Errorf("no release of %v", want)
-	}
-	if s := lock.LossNotRenewed.String(); s != "not_renewed" {
-		t.Errorf("LossNotRenewed.String() = %q", s)
-	}
-}
+// The Observer's contexts: commands run under the contexts the Observer
+// returned, named and marked internal where they are.
 
 // ctxMark is a context value a test observer adds and a Redis hook looks for.
 type ctxMark struct{}
@@ -197,10 +69,55 @@ func (h markHook) note(ctx context.Context, cmd redis.Cmder) {
 	}
 }
 
+// TestObserverNameAndInternal: WithName and Integration.Internal reach the
+// observer with the call; a bad name is refused before any Redis call.
+func TestObserverNameAndInternal(t *testing.T) {
+	t.Parallel()
+	_, rdb := locktest.NewRedis(t)
+	rec := &recorder{}
+	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
+	ctx := context.Background()
+
+	_, unlock := locktest.MustLock(t, c, ctx, "orders:42", lock.WithName("orders:{id}"))
+	_ = unlock()
+	_, unlock = locktest.MustLock(t, c, ctx, "cron:tick:report", lock.Integration{}.Internal())
+	_ = unlock()
+	rec.mu.Lock()
+	got := append([]lock.Acquire(nil), rec.acquires...)
+	rec.mu.Unlock()
+	if len(got) != 2 {
+		t.Fatalf("%d acquire events, want 2", len(got))
+	}
+	if got[0].Name != "orders:{id}" || got[0].Internal {
+		t.Errorf("named lock: Name %q Internal %v, want orders:{id} false", got[0].Name, got[0].Internal)
+	}
+	if got[1].Name != "" || !got[1].Internal {
+		t.Errorf("internal lock: Name %q Internal %v, want empty true", got[1].Name, got[1].Internal)
+	}
+
+	cc := locktest.CountCommands(rdb)
+	for _, name := range []string{"", strings.Repeat("n", lock.MaxNameLen+1), "\xff"} {
+		_, _, err := c.Lock(ctx, "orders:42", lock.WithName(name))
+		if !errors.Is(err, lock.ErrInvalid) {
+			t.Errorf("WithName(%q): %v, want ErrInvalid", name, err)
+		}
+		if err := (lock.Integration{}).CheckLockOptions(lock.WithName(name)); !errors.Is(err, lock.ErrInvalid) {
+			t.Errorf("CheckLockOptions(WithName(%q)): %v, want ErrInvalid", name, err)
+		}
+	}
+	if n := cc.N(); n != 0 {
+		t.Errorf("%d Redis commands for invalid names, want 0", n)
+	}
+	if err := (lock.Integration{}).CheckLockOptions(lock.WithName(strings.Repeat("n", lock.MaxNameLen))); err != nil {
+		t.Errorf("a name of MaxNameLen bytes: %v", err)
+	}
+}
+
 // TestObserverContexts: the Redis commands of a call run under the context
 // AcquireStarted returned, those of an unlock under the one AcquireEnded
 // returned, and the watchdog's under the one Background returned.
 func TestObserverContexts(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	hook := markHook{marks: make(chan string, 1000)}
 	rdb.AddHook(hook)
@@ -221,13 +138,15 @@ func TestObserverContexts(t *testing.T) {
 	if got := drain(); len(got) != 1 || got["background"] == 0 { // New's CONFIG GET (see lock.New)
 		t.Errorf("marks of New's commands: %v, want only background", got)
 	}
-	lctx, unlock := locktest.MustLock(t, c, context.Background(), "k", lock.WithLease(150*time.Millisecond))
+	// A 150 ms lease (scaled off CI): no renewal comes before the
+	// acquisition's marks are read.
+	lctx, unlock := locktest.MustLock(t, c, context.Background(), "k", lock.WithLease(locktest.Bound(150*time.Millisecond)))
 	if got := drain(); len(got) != 1 || got["call"] == 0 {
 		t.Errorf("marks of the acquisition's commands: %v, want only call", got)
 	}
 	clear(got)
-	// Renewals every 50 ms: wait for the first few.
-	waitFor(t, 5*time.Second, "renewals", func() bool {
+	// Renewals every third of the lease: wait for the first few.
+	locktest.Eventually(t, 5*time.Second, "renewals", func() bool {
 		for {
 			select {
 			case m := <-hook.marks:
@@ -262,6 +181,7 @@ func TestObserverContexts(t *testing.T) {
 // run in the Client's receive loop, under the Client's life context (not
 // go-redis's channel goroutine, which works under context.TODO).
 func TestEveryCommandUnderObserverContexts(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })

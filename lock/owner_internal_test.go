@@ -12,6 +12,7 @@ import (
 // the fields made of a mark and an owner ('>'+owner in the waits hash,
 // '!'+owner of a force-unlock) fit the 64 bytes of a compact hash.
 func TestOwnerFitsCompactHash(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("h", 200)
 	for _, tc := range []struct{ host, label string }{
 		{"web-1", ""},

@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -43,6 +44,7 @@ func (e *evalCount) count(cmd redis.Cmder) {
 // instead of sending it. The queue is held here as if both senders were
 // busy and the stall timer had not fired yet.
 func TestQueuedCallWhoseContextEndedIsNotSent(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	evals := &evalCount{}
 	rdb.AddHook(evals)
@@ -62,7 +64,11 @@ func TestQueuedCallWhoseContextEndedIsNotSent(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, _, err = c.Lock(ctx, "queued")
-	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > 100*time.Millisecond {
+	bound := 100 * time.Millisecond
+	if os.Getenv("LOCKKIT_TIMING") != "1" { // as locktest.Bound, which this package's tests cannot import
+		bound *= 4
+	}
+	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > bound {
 		t.Fatalf("a queued Lock with a 10 ms deadline: %v after %v, want context.DeadlineExceeded at the deadline", err, took)
 	}
 	p.mu.Lock()

@@ -1,14 +1,7 @@
 package lock_test
 
-// The Client's pipe (lock/pipe.go): concurrent script calls share round
-// trips, a lone call runs under its caller's context, a queue stuck behind
-// silent senders gets another, calls do not wait for other calls' round
-// trips, and queued calls go in the order they came (pipe_internal_test.go:
-// a queued call whose context ended is never sent).
-
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,6 +15,9 @@ import (
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
+
+// The pipe: concurrent calls share round trips, queued calls keep their
+// order, a script flush is survived.
 
 // wire records the script commands of lock hashes whose name starts with
 // lockkit:{pipe-, in the order go-redis sends them, how many round trips
@@ -117,16 +113,17 @@ func warm(t *testing.T, c *lock.Client) {
 // awaitTakes waits until n acquire.lua calls of hash were sent.
 func awaitTakes(t *testing.T, w *wire, hash string, n int) {
 	t.Helper()
-	for start := time.Now(); w.count(hash) < n; time.Sleep(time.Millisecond) {
-		if time.Since(start) > 5*time.Second {
-			t.Fatalf("%d acquisitions of %s sent, want %d", w.count(hash), hash, n)
-		}
-	}
+	locktest.Eventually(t, 5*time.Second, fmt.Sprintf("%d acquisitions of %s sent", n, hash), func() bool {
+		return w.count(hash) >= n
+	})
 }
+
+type callerMark struct{}
 
 // Locks and unlocks of many goroutines of one Client share round trips:
 // fewer round trips than script calls, some pipelines carrying several.
 func TestConcurrentCallsSharePipelines(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	w := &wire{}
 	rdb.AddHook(w)
@@ -164,12 +161,11 @@ func TestConcurrentCallsSharePipelines(t *testing.T) {
 	}
 }
 
-type callerMark struct{}
-
 // A call alone in the pipe runs as one command under its caller's context,
 // as the Observer documentation promises: a tracing hook sees the caller's
 // span as its parent.
 func TestLoneCallRunsUnderCallersContext(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	w := &wire{}
 	rdb.AddHook(w)
@@ -195,95 +191,9 @@ func TestLoneCallRunsUnderCallersContext(t *testing.T) {
 	}
 }
 
-// While both senders' commands hang (a connection that stopped answering),
-// a call of another key still gets through, on a sender started for the
-// stalled queue, within milliseconds; a call that then hangs too returns
-// at its deadline.
-func TestStalledSendersDoNotHoldQueue(t *testing.T) {
-	_, rdb := newReal(t)
-	w := &wire{hold: "lockkit:{pipe-stuck}", free: make(chan struct{})}
-	rdb.AddHook(w)
-	c := locktest.NewClient(t, rdb)
-	warm(t, c)
-	ctx := context.Background()
-	stuck := make(chan error, 2)
-	for i := range 2 { // both senders hang on the same held-back key, one after the other
-		go func() {
-			_, _, err := c.TryLock(ctx, "pipe-stuck")
-			stuck <- err
-		}()
-		awaitTakes(t, w, "lockkit:{pipe-stuck}", i+1)
-	}
-
-	start := time.Now()
-	_, unlock, err := c.Lock(ctx, "pipe-free")
-	took := time.Since(start)
-	t.Logf("a call behind two stuck senders got its key in %v", took)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if took > 50*time.Millisecond {
-		t.Errorf("a call behind two stuck senders took %v, want a few ms (a sender starts after 1 ms)", took)
-	}
-	if err := unlock(); err != nil {
-		t.Fatal(err)
-	}
-
-	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	defer cancel()
-	start = time.Now()
-	_, _, err = c.Lock(short, "pipe-stuck")
-	took = time.Since(start)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("a call with a 20 ms deadline that hangs too: %v, want context.DeadlineExceeded", err)
-	}
-	if took > 20*time.Millisecond+slack {
-		t.Errorf("a call with a 20 ms deadline that hangs too returned after %v", took)
-	}
-	close(w.free)
-	for range 2 {
-		if err := <-stuck; err != nil && !errors.Is(err, lock.ErrNotObtained) {
-			t.Errorf("held-back TryLock: %v", err)
-		}
-	}
-}
-
-// On a Redis 100 ms away, calls that come while both senders wait for
-// their round trips do not wait for those to end: each is sent within a
-// few milliseconds, so a 150 ms lease, whose validity a call that waited
-// for a round trip before its own would outlast, is still obtained by
-// every one of six concurrent callers, again and again.
-func TestCallsDoNotWaitForOtherRoundTrips(t *testing.T) {
-	_, rdb := newReal(t)
-	rdb.AddHook(latency{100 * time.Millisecond})
-	c := locktest.NewClient(t, rdb)
-	warm(t, c)
-	const lease = 150 * time.Millisecond
-	var wg sync.WaitGroup
-	for i := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := fmt.Sprintf("pipe-slow-%d", i)
-			for range 3 {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				start := time.Now()
-				_, unlock, err := c.Lock(ctx, key, lock.WithLease(lease))
-				took := time.Since(start)
-				cancel()
-				if err != nil {
-					t.Errorf("%s: a %v lease over a 100 ms round trip, after %v: %v", key, lease, took, err)
-					return
-				}
-				_ = unlock()
-			}
-		}()
-	}
-	wg.Wait()
-}
-
 // Calls that queue behind busy senders are sent in the order they came.
 func TestQueuedCallsKeepTheirOrder(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	w := &wire{hold: "lockkit:{pipe-gate}", free: make(chan struct{})}
 	rdb.AddHook(w)
@@ -318,10 +228,8 @@ func TestQueuedCallsKeepTheirOrder(t *testing.T) {
 			}
 			_ = unlock()
 		}()
-		for queued.Load() < int64(i+1) {
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(5 * time.Millisecond) // it has queued
+		locktest.Eventually(t, 5*time.Second, "the call started", func() bool { return queued.Load() >= int64(i+1) })
+		time.Sleep(locktest.Bound(5 * time.Millisecond)) // it has queued
 	}
 	close(w.free)
 	done.Wait()
@@ -336,5 +244,73 @@ func TestQueuedCallsKeepTheirOrder(t *testing.T) {
 	}
 	if !slices.Equal(got, order) {
 		t.Errorf("queued acquisitions were sent in the order %v, want %v", got, order)
+	}
+}
+
+// SCRIPT FLUSH again and again while two Clients' goroutines contend on
+// a few keys (their calls batched in pipelines): no call fails, mutual
+// exclusion holds, and every goroutine makes progress.
+func TestScriptFlushLosesNoCall(t *testing.T) {
+	t.Parallel()
+	srv, rdb := newReal(t)
+	clients := []*struct{ n atomic.Int64 }{{}, {}}
+	a := locktest.NewClient(t, srv.Client(t))
+	b := locktest.NewClient(t, srv.Client(t))
+	var inside [4]atomic.Int32
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var errs atomic.Int64
+	var perG [24]atomic.Int64
+	for i := range 24 {
+		c := a
+		if i%2 == 1 {
+			c = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := i % 4
+			key := fmt.Sprintf("flush-%d", k)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, unlock, err := c.Lock(ctx, key)
+				cancel()
+				if err != nil {
+					errs.Add(1)
+					t.Errorf("Lock: %v", err)
+					return
+				}
+				if n := inside[k].Add(1); n != 1 {
+					t.Errorf("%d holders of %s at once", n, key)
+				}
+				time.Sleep(200 * time.Microsecond)
+				inside[k].Add(-1)
+				if err := unlock(); err != nil {
+					t.Errorf("unlock: %v", err)
+					return
+				}
+				perG[i].Add(1)
+				clients[i%2].n.Add(1)
+			}
+		}()
+	}
+	for range 60 {
+		time.Sleep(25 * time.Millisecond)
+		if err := rdb.ScriptFlush(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("acquisitions: %d + %d, errors %d", clients[0].n.Load(), clients[1].n.Load(), errs.Load())
+	for i := range perG {
+		if perG[i].Load() == 0 {
+			t.Errorf("goroutine %d never got its key", i)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package lock_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,6 +12,9 @@ import (
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
+
+// Retried commands: a command go-redis sends again changes one level, and
+// a retried release after a takeover is no loss.
 
 // replayScripts is a go-redis hook that sends every script call twice, as a
 // client does that retries a command whose reply was lost.
@@ -33,7 +35,35 @@ func (replayScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return next
 }
 
+// dropFirstReleaseReply runs the first outermost release, lets another
+// owner take the key, and then acts as if the reply had been lost, so that
+// the retry meets a key that is someone else's.
+type dropFirstReleaseReply struct {
+	between func()
+	done    bool
+}
+
+func (h *dropFirstReleaseReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *dropFirstReleaseReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		args := cmd.Args() // eval(sha) script 4 lock queue waits channel owner n claim publish linger
+		if err == nil && !h.done && strings.HasPrefix(cmd.Name(), "eval") && len(args) == 12 && fmt.Sprint(args[8]) == "0" {
+			h.done = true
+			h.between()
+			return next(ctx, cmd) // the retry
+		}
+		return err
+	}
+}
+
+func (h *dropFirstReleaseReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 func TestRetriedCommandsChangeOneLevel(t *testing.T) {
+	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
 	rdb.AddHook(replayScripts{})
 	c := locktest.NewClient(t, rdb)
@@ -66,65 +96,8 @@ func TestRetriedCommandsChangeOneLevel(t *testing.T) {
 	}
 }
 
-// cancelDuringCall cancels the caller's context while a script call is
-// under way, as a request that ends mid-call does.
-type cancelDuringCall struct{ cancel context.CancelFunc }
-
-func (h cancelDuringCall) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h cancelDuringCall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.cancel()
-		return ctx.Err()
-	}
-}
-
-func (h cancelDuringCall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func TestContextEndedDuringCall(t *testing.T) {
-	mr, rdb := locktest.NewRedis(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	rdb.AddHook(cancelDuringCall{cancel})
-	c := locktest.NewClient(t, rdb)
-	_, _, err := c.Lock(ctx, "k")
-	if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("Lock = %v, want ErrNotObtained joined with context.Canceled", err)
-	}
-	if len(mr.Keys()) != 0 {
-		t.Fatalf("keys left: %v", mr.Keys())
-	}
-}
-
-// dropFirstReleaseReply runs the first outermost release, lets another
-// owner take the key, and then acts as if the reply had been lost, so that
-// the retry meets a key that is someone else's.
-type dropFirstReleaseReply struct {
-	between func()
-	done    bool
-}
-
-func (h *dropFirstReleaseReply) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *dropFirstReleaseReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		args := cmd.Args() // eval(sha) script 4 lock queue waits channel owner n claim publish linger
-		if err == nil && !h.done && strings.HasPrefix(cmd.Name(), "eval") && len(args) == 12 && fmt.Sprint(args[8]) == "0" {
-			h.done = true
-			h.between()
-			return next(ctx, cmd) // the retry
-		}
-		return err
-	}
-}
-
-func (h *dropFirstReleaseReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 func TestRetriedReleaseAfterTakeoverIsNoLoss(t *testing.T) {
+	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
 	b := locktest.NewClient(t, redis.NewClient(&redis.Options{Addr: mr.Addr}))
 	ctx := context.Background()

@@ -48,10 +48,10 @@ func runOut(c *Client, h *hold, now time.Time) {
 // hold's next renewal try due, and another lease's renewal due with it.
 // The renewal batch waits for Redis no longer than its first validity:
 // with the expired hold in it, that moment has passed, and the healthy
-// lease's renewal fails without reaching Redis. Before the shared timer,
-// the expired hold's own timer had removed it from the watchdog before
-// that wake-up. A hold that is ending must not be renewed with others.
+// lease's renewal would fail without reaching Redis. A hold that is
+// ending is not renewed with others.
 func TestExpiringHoldDoesNotFailItsBatch(t *testing.T) {
+	t.Parallel()
 	c, a, b := twoHolds(t)
 	now := time.Now()
 	runOut(c, a, now)
@@ -90,6 +90,7 @@ func TestExpiringHoldDoesNotFailItsBatch(t *testing.T) {
 // before the hold was ended, keeps the hold: the watchdog schedules its
 // new validity, and ends it then if nothing extends it again.
 func TestRenewalBetweenDueAndExpire(t *testing.T) {
+	t.Parallel()
 	c, a, _ := twoHolds(t)
 	now := time.Now()
 	runOut(c, a, now)

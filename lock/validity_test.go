@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -15,10 +14,8 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// Tests of the watchdog's one timer that ends holds whose validity runs
-// out (issue 16): holds of many leases end on time, a renewal confirmed
-// just before the validity keeps the hold, and unlocks and Close racing
-// the timer leave nothing behind.
+// Validity: a hold ends at its validity (lease minus drift) unless a
+// renewal confirmed in time extends it; leases of every length end on time.
 
 // lateBound is how long after its validity a hold may still be live: the
 // watchdog's timer, the task that ends the hold and the race detector on
@@ -33,23 +30,14 @@ type endRecorder struct {
 	renewals []renewalAt
 }
 
-type holdEnd struct {
-	at  time.Time
-	rel lock.Release
-}
-
-type renewalAt struct {
-	at time.Time
-	rn lock.Renewal
-}
-
-func newEndRecorder() *endRecorder { return &endRecorder{ends: make(map[string]holdEnd)} }
-
 func (r *endRecorder) Background(ctx context.Context) context.Context { return ctx }
+
 func (r *endRecorder) AcquireStarted(ctx context.Context, a lock.Acquire) context.Context {
 	return ctx
 }
+
 func (r *endRecorder) AcquireWaiting(context.Context, lock.Acquire) {}
+
 func (r *endRecorder) AcquireEnded(_ context.Context, _ lock.Acquire, held context.Context) context.Context {
 	return held
 }
@@ -90,6 +78,18 @@ func (r *endRecorder) firstConfirmed(after time.Time) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+type holdEnd struct {
+	at  time.Time
+	rel lock.Release
+}
+
+type renewalAt struct {
+	at time.Time
+	rn lock.Renewal
+}
+
+func newEndRecorder() *endRecorder { return &endRecorder{ends: make(map[string]holdEnd)} }
 
 // validityOf is the validity a lease of d gives from the moment its
 // command was sent: d less the default drift allowance (1% + 2 ms).
@@ -144,12 +144,46 @@ func checkEnds(t *testing.T, rec *endRecorder, exps []expectation, resume func()
 	}
 }
 
+// holdBackRenewals is a go-redis hook that holds every renewal pipeline of
+// one lock hash until a set moment, then lets it through.
+type holdBackRenewals struct {
+	key   string
+	mu    sync.Mutex
+	until time.Time
+}
+
+func (h *holdBackRenewals) set(until time.Time) {
+	h.mu.Lock()
+	h.until = until
+	h.mu.Unlock()
+}
+
+func (h *holdBackRenewals) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdBackRenewals) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *holdBackRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if args := cmd.Args(); len(args) > 3 && args[3] == h.key {
+				h.mu.Lock()
+				until := h.until
+				h.mu.Unlock()
+				time.Sleep(time.Until(until))
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
 // Holds of many leases, taken short after long and long after short,
 // fixed ones, renewed ones whose caller's context ends (renewals stop) and
 // one handed off (its first validity is the claim window, 1 s, though its
 // lease is 3 s) each end within a bound of their own validity, while the
 // long ones go on.
 func TestMixedHoldsEndAtTheirValidity(t *testing.T) {
+	t.Parallel()
 	srv, rdb := newReal(t)
 	rec := newEndRecorder()
 	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(30*time.Second), lock.WithObserver(rec))
@@ -186,7 +220,7 @@ func TestMixedHoldsEndAtTheirValidity(t *testing.T) {
 	if err := unlockOther(); err != nil {
 		t.Fatal(err)
 	}
-	within(t, done, 2*time.Second, "hand-off")
+	locktest.Within(t, done, 2*time.Second, "hand-off")
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
@@ -208,111 +242,6 @@ func TestMixedHoldsEndAtTheirValidity(t *testing.T) {
 	}
 }
 
-// When Redis stalls (SIGSTOP), renewals fail: every hold, renewed or
-// fixed, of leases from 300 ms to 1.2 s taken in random order, ends by
-// its validity, none much later and none before its last renewal's
-// validity could have ended.
-func TestStallEndsEveryHoldByValidity(t *testing.T) {
-	t.Parallel() // long and independent: its own server
-	srv, rdb := newReal(t)
-	rec := newEndRecorder()
-	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
-	ctx := context.Background()
-	type spec struct {
-		lease time.Duration
-		fixed bool
-	}
-	var specs []spec
-	for _, d := range []time.Duration{300, 500, 800, 1200} {
-		for range 5 {
-			specs = append(specs, spec{d * time.Millisecond, false})
-		}
-		specs = append(specs, spec{d * time.Millisecond, true})
-	}
-	rand.Shuffle(len(specs), func(i, j int) { specs[i], specs[j] = specs[j], specs[i] })
-	type taken struct {
-		spec
-		key         string
-		ctx         context.Context
-		unlock      lock.UnlockFunc
-		start, done time.Time
-	}
-	var holds []taken
-	for i, s := range specs {
-		key := fmt.Sprintf("stall-%d-%v-%v", i, s.lease, s.fixed)
-		opt := lock.WithLease(s.lease)
-		if s.fixed {
-			opt = lock.WithFixedLease(s.lease)
-		}
-		start := time.Now()
-		lctx, unlock := locktest.MustLock(t, c, ctx, key, opt)
-		holds = append(holds, taken{s, key, lctx, unlock, start, time.Now()})
-		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // spread the schedules
-	}
-	time.Sleep(250 * time.Millisecond) // some renewals confirmed
-	paused := time.Now()
-	srv.Pause()
-	t.Cleanup(srv.Resume)
-	var exps []expectation
-	for _, h := range holds {
-		e := expectation{key: h.key, ctx: h.ctx, unlock: h.unlock}
-		v := validityOf(h.lease)
-		switch {
-		case h.fixed:
-			e.earliest, e.last = h.start.Add(v), h.done.Add(v)
-		case h.ctx.Err() != nil:
-			t.Errorf("%s ended before the stall: %v", h.key, context.Cause(h.ctx))
-			continue
-		default:
-			// The last renewal confirmed was sent before the stall, and at
-			// most an interval (a third of the lease) and a round trip
-			// before it, unless that was the acquisition itself.
-			e.earliest = maxTime(h.start, paused.Add(-h.lease/3-50*time.Millisecond)).Add(v)
-			e.last = paused.Add(v)
-		}
-		exps = append(exps, e)
-	}
-	checkEnds(t, rec, exps, srv.Resume)
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// holdBackRenewals is a go-redis hook that holds every renewal pipeline of
-// one lock hash until a set moment, then lets it through.
-type holdBackRenewals struct {
-	key   string
-	mu    sync.Mutex
-	until time.Time
-}
-
-func (h *holdBackRenewals) set(until time.Time) {
-	h.mu.Lock()
-	h.until = until
-	h.mu.Unlock()
-}
-
-func (h *holdBackRenewals) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *holdBackRenewals) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (h *holdBackRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			if args := cmd.Args(); len(args) > 3 && args[3] == h.key {
-				h.mu.Lock()
-				until := h.until
-				h.mu.Unlock()
-				time.Sleep(time.Until(until))
-				break
-			}
-		}
-		return next(ctx, cmds)
-	}
-}
-
 // A renewal confirmed just before the validity ends keeps the hold, even
 // though the watchdog's timer is set for that validity: the renewal sent
 // a third of a 300 ms lease after the acquisition is held back until
@@ -320,6 +249,7 @@ func (h *holdBackRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) r
 // when the watchdog reported the confirmed renewal before that moment (so
 // it extended the validity first); the hold must then go on.
 func TestRenewalJustBeforeValidityKeepsHold(t *testing.T) {
+	t.Parallel()
 	srv, _ := newReal(t)
 	const lease = 300 * time.Millisecond
 	conclusive := 0
@@ -346,10 +276,13 @@ func TestRenewalJustBeforeValidityKeepsHold(t *testing.T) {
 			t.Logf("margin %v: renewal reported %v after the validity could end: inconclusive (ended: %v)", margin, confirmed.Sub(validFrom), ended)
 		default:
 			conclusive++
-			if ended {
+			// The hold must live until the test looks, a lease after the old
+			// validity; a sleep that overran on a busy machine may see a
+			// later renewal's loss, which is not this test's concern.
+			if ended && e.at.Before(validFrom.Add(lease)) {
 				t.Errorf("margin %v: renewal confirmed %v before the validity, yet the hold ended %v after it with %v (%v)",
 					margin, validFrom.Sub(confirmed), e.at.Sub(validFrom), e.rel.Cause, e.rel.Loss)
-			} else if !lock.Held(lctx, key) {
+			} else if !ended && !lock.Held(lctx, key) {
 				t.Errorf("margin %v: not Held after a renewal confirmed in time", margin)
 			}
 		}
@@ -366,155 +299,6 @@ func TestRenewalJustBeforeValidityKeepsHold(t *testing.T) {
 	t.Logf("%d of 16 runs confirmed the renewal in the last few ms of the validity", conclusive)
 }
 
-// Unlocks racing the end of short fixed and renewed leases, and Close
-// racing both (the validity is the client's own clock):
-// every call returns a documented error, every context ends with a
-// documented cause, nothing panics, and goleak (TestMain) finds no
-// goroutine left.
-func TestUnlockAndCloseRaceExpiry(t *testing.T) {
-	_, rdb := locktest.NewRedis(t)
-	for round := range 30 {
-		c, err := lock.New(rdb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		errs := make(chan error, 64)
-		var ctxs []context.Context
-		for i := range 24 {
-			key := fmt.Sprintf("race-%d-%d", round, i)
-			opt := lock.WithFixedLease(lock.MinLease + time.Duration(i%5)*time.Millisecond)
-			if i%2 == 1 {
-				opt = lock.WithLease(lock.MinLease + time.Duration(i%5)*time.Millisecond)
-			}
-			lctx, unlock, err := c.Lock(context.Background(), key, opt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctxs = append(ctxs, lctx)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				time.Sleep(time.Duration(rand.IntN(40)) * time.Millisecond)
-				errs <- unlock()
-			}()
-		}
-		closed := make(chan time.Duration, 1)
-		if round%2 == 0 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				time.Sleep(time.Duration(15+rand.IntN(10)) * time.Millisecond)
-				start := time.Now()
-				_ = c.Close()
-				closed <- time.Since(start)
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil && !errors.Is(err, lock.ErrLost) && !errors.Is(err, lock.ErrClosed) {
-				t.Errorf("unlock = %v, want nil, ErrLost or ErrClosed", err)
-			}
-		}
-		for _, ctx := range ctxs {
-			if cause := context.Cause(ctx); !errors.Is(cause, lock.ErrNotHeld) && cause != lock.ErrLost && cause != lock.ErrClosed {
-				t.Errorf("hold context ended with %v", cause)
-			}
-		}
-		select {
-		case d := <-closed:
-			if d > time.Second {
-				t.Errorf("Close took %v", d)
-			}
-		default:
-			_ = c.Close()
-		}
-	}
-}
-
-// In quorum mode over 3 servers, when 2 stall renewals cannot get a
-// majority: every hold ends by its validity.
-func TestQuorumStallEndsHolds(t *testing.T) {
-	t.Parallel() // long and independent: its own servers
-	srvs, clients := quorumOf(t, 3)
-	rec := newEndRecorder()
-	c := newQuorum(t, clients(), lock.WithObserver(rec))
-	ctx := context.Background()
-	type taken struct {
-		key         string
-		lease       time.Duration
-		ctx         context.Context
-		unlock      lock.UnlockFunc
-		start, done time.Time
-	}
-	var holds []taken
-	for i, d := range []time.Duration{1200, 400, 800, 600, 1000} {
-		key := fmt.Sprintf("q-%d", i)
-		lease := d * time.Millisecond
-		start := time.Now()
-		lctx, unlock := locktest.MustLock(t, c, ctx, key, lock.WithLease(lease))
-		holds = append(holds, taken{key, lease, lctx, unlock, start, time.Now()})
-	}
-	time.Sleep(200 * time.Millisecond)
-	paused := time.Now()
-	for _, s := range srvs[1:] {
-		s.Pause()
-		t.Cleanup(s.Resume)
-	}
-	var exps []expectation
-	for _, h := range holds {
-		if h.ctx.Err() != nil {
-			t.Errorf("%s ended before the stall: %v", h.key, context.Cause(h.ctx))
-			continue
-		}
-		exps = append(exps, expectation{key: h.key, ctx: h.ctx, unlock: h.unlock, last: paused.Add(validityOf(h.lease))})
-	}
-	checkEnds(t, rec, exps, func() {
-		for _, s := range srvs[1:] {
-			s.Resume()
-		}
-	})
-}
-
-// latency is a go-redis hook that delays every command and pipeline by d
-// before sending it, as a distant Redis would; a context that ends first
-// fails the call.
-type latency struct{ d time.Duration }
-
-func (l latency) wait(ctx context.Context) error {
-	t := time.NewTimer(l.d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (l latency) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (l latency) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if err := l.wait(ctx); err != nil {
-			cmd.SetErr(err)
-			return err
-		}
-		return next(ctx, cmd)
-	}
-}
-func (l latency) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if err := l.wait(ctx); err != nil {
-			for _, cmd := range cmds {
-				cmd.SetErr(err)
-			}
-			return err
-		}
-		return next(ctx, cmds)
-	}
-}
-
 // A 1 s lease on a Redis that answers in 120 ms is renewed: a renewal
 // takes an eighth of the lease, and three are tried before the validity
 // ends. It must stay so when the same Client also keeps taking holds of a
@@ -522,6 +306,7 @@ func (l latency) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 // validity and taken again): their renewals must not take the long
 // lease's renewals down with them.
 func TestShortLeasesDoNotStarveLongLease(t *testing.T) {
+	t.Parallel()
 	srv, _ := newReal(t)
 	rdb := srv.Client(t)
 	rdb.AddHook(latency{120 * time.Millisecond})
@@ -576,6 +361,7 @@ func TestShortLeasesDoNotStarveLongLease(t *testing.T) {
 // A re-entered hold ends at its validity with every level: the re-entry
 // neither registers a second schedule nor moves the validity.
 func TestReentrantHoldEndsAtValidity(t *testing.T) {
+	t.Parallel()
 	_, rdb := newReal(t)
 	rec := newEndRecorder()
 	c := locktest.NewClient(t, rdb, lock.WithObserver(rec))
@@ -584,7 +370,7 @@ func TestReentrantHoldEndsAtValidity(t *testing.T) {
 	outer, unlockOuter := locktest.MustLock(t, c, context.Background(), "re", lock.WithFixedLease(lease))
 	last := time.Now().Add(validityOf(lease))
 	inner, unlockInner := locktest.MustLock(t, c, outer, "re")
-	within(t, inner.Done(), lease+lateBound, "end of the re-entered level")
+	locktest.Within(t, inner.Done(), lease+lateBound, "end of the re-entered level")
 	e, ok := rec.end("re")
 	switch {
 	case !ok:

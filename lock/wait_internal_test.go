@@ -9,6 +9,7 @@ import (
 // of ends: a millisecond later when it was told 0 (under a millisecond
 // left), not a second later as for a key without a TTL.
 func TestRetryFollowsTheLeaseEnd(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		remaining time.Duration

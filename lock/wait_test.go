@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,61 +13,12 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// waitSubscribed waits until n Clients listen for hand-offs of key (each
-// on its own channel), so a test knows the waiters are asleep.
-func waitSubscribed(t *testing.T, rdb *redis.Client, key string, n int) {
-	t.Helper()
-	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(5 * time.Millisecond) {
-		if subscribers(t, rdb, key) == n {
-			return
-		}
-	}
-	t.Fatalf("not %d Clients subscribed for %q (%d)", n, key, subscribers(t, rdb, key))
-}
-
-// subscribers is the number of Clients listening for hand-offs of key
-// (in quorum mode, 1 while any Client listens on the key's channel).
-func subscribers(t *testing.T, rdb *redis.Client, key string) int {
-	t.Helper()
-	chans, err := rdb.PubSubChannels(context.Background(), "lockkit:{"+key+"}:released*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(chans)
-}
-
-// lockAsync runs Lock in a goroutine; the returned channel is closed when
-// it returned, and *res holds its outcome.
-type lockResult struct {
-	ctx    context.Context
-	unlock lock.UnlockFunc
-	err    error
-	at     time.Time
-}
-
-func lockAsync(c *lock.Client, ctx context.Context, key string, opts ...lock.LockOption) (<-chan struct{}, *lockResult) {
-	done := make(chan struct{})
-	res := &lockResult{}
-	go func() {
-		defer close(done)
-		res.ctx, res.unlock, res.err = c.Lock(ctx, key, opts...)
-		res.at = time.Now()
-	}()
-	return done, res
-}
-
-// acquired waits for the Lock started by lockAsync to return, fails the
-// test unless it got the lock, and unlocks it when the test ends.
-func acquired(t *testing.T, done <-chan struct{}, res *lockResult, what string) {
-	t.Helper()
-	within(t, done, 5*time.Second, what)
-	if res.err != nil {
-		t.Fatalf("%s: %v", what, res.err)
-	}
-	t.Cleanup(func() { _ = res.unlock() })
-}
+// Waiting: a waiter sleeps on pub/sub (no commands), is woken by the
+// release that hands it the key, and falls back to the lease when no
+// message comes.
 
 func TestWakeUpOnRelease(t *testing.T) {
+	locktest.Timed(t)
 	_, rdb := newReal(t)
 	holder := locktest.NewClient(t, rdb)
 	waiter := locktest.NewClient(t, rdb)
@@ -75,6 +27,7 @@ func TestWakeUpOnRelease(t *testing.T) {
 
 	done, res := lockAsync(waiter, ctx, "wake")
 	waitSubscribed(t, rdb, "wake", 1)
+	waitQueued(t, rdb, "wake", 1) // its attempt was sent before the count starts
 	cc := locktest.CountCommands(rdb)
 	time.Sleep(300 * time.Millisecond) // asleep: the waiter must send nothing
 	if n := cc.N(); n != 0 {
@@ -86,7 +39,7 @@ func TestWakeUpOnRelease(t *testing.T) {
 	released := time.Now()
 	acquired(t, done, res, "waiter")
 	// Far below the 30 s lease: the release message woke the waiter.
-	if d := res.at.Sub(released); d > 500*time.Millisecond {
+	if d := res.at.Sub(released); d > locktest.Bound(500*time.Millisecond) {
 		t.Fatalf("waiter acquired %v after the release", d)
 	} else {
 		t.Logf("waiter acquired %v after the release", d)
@@ -106,15 +59,15 @@ func TestLostNotificationFallsBackToLease(t *testing.T) {
 	taken := time.Now()
 	done, res := lockAsync(waiter, ctx, "quiet")
 	waitSubscribed(t, rdb, "quiet", 1)
-	within(t, done, 3*time.Second, "waiter with no release message")
+	locktest.Within(t, done, 3*time.Second, "waiter with no release message")
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
 	defer res.unlock()
-	if d := res.at.Sub(taken); d > 1500*time.Millisecond {
+	if d := res.at.Sub(taken); d > time.Second+locktest.Bound(500*time.Millisecond) {
 		t.Fatalf("waiter acquired %v after the lock was taken; want soon after the 1 s lease ended", d)
 	}
-	within(t, held.Done(), time.Second, "the old holder told its fixed lease ended")
+	locktest.Within(t, held.Done(), time.Second, "the old holder told its fixed lease ended")
 }
 
 func TestWaitersInOneProcessShareOneSubscription(t *testing.T) {
@@ -152,6 +105,7 @@ func TestWaitersInOneProcessShareOneSubscription(t *testing.T) {
 }
 
 func TestQueuedWaiterReportsRemainingLease(t *testing.T) {
+	t.Parallel()
 	_, rdb := locktest.NewRedis(t)
 	c := locktest.NewClient(t, rdb)
 	ctx := context.Background()
@@ -194,4 +148,145 @@ func TestSubscriptionOutlivesTheLastWaiterBriefly(t *testing.T) {
 	}
 	// ...and then dropped.
 	waitSubscribed(t, rdb, "linger", 0)
+}
+
+// A release hands the key to the first queued waiter in its script: the
+// waiter, in another Client, learns it from the message and starts without
+// sending a command, with a token larger than the last holder's.
+func TestHandOffStartsWithoutACommand(t *testing.T) {
+	t.Parallel()
+	srv, rdb := newReal(t)
+	holder := locktest.NewClient(t, rdb)
+	wrdb := srv.Client(t)
+	sent := locktest.CountCommands(wrdb)
+	waiter := locktest.NewClient(t, wrdb)
+	ctx := context.Background()
+	hctx, unlock := locktest.MustLock(t, holder, ctx, "handoff")
+	before, _ := lock.FencingToken(hctx, "handoff")
+	done, res := lockAsync(waiter, ctx, "handoff")
+	waitQueued(t, rdb, "handoff", 1)
+	time.Sleep(100 * time.Millisecond) // its subscription is confirmed, and its attempt after it made
+	n := sent.N()
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	locktest.Within(t, done, 2*time.Second, "the waiter")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	defer res.unlock()
+	if d := sent.N() - n; d != 0 {
+		t.Errorf("the waiter sent %d commands between the release and holding the key, want 0", d)
+	}
+	if tok, ok := lock.FencingToken(res.ctx, "handoff"); !ok || tok <= before {
+		t.Errorf("token after the hand-off %d (ok %v), before %d: want larger", tok, ok, before)
+	}
+}
+
+// A key handed over has the claim window's TTL until its holder renews it
+// to its lease; the watchdog does so well before the window ends, so a
+// hold longer than the window is not lost. A fixed lease is set by a
+// confirming attempt at once.
+func TestHandedOverHoldKeepsItsLease(t *testing.T) {
+	t.Parallel() // long: holds past the claim window
+	for _, tc := range []struct {
+		name string
+		opts []lock.LockOption
+		want time.Duration // PTTL at least, right after the hand-off
+	}{
+		{"watchdog", nil, 0},
+		{"fixed lease", []lock.LockOption{lock.WithFixedLease(20 * time.Second)}, 15 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, rdb := newReal(t)
+			holder := locktest.NewClient(t, rdb)
+			waiter := locktest.NewClient(t, rdb)
+			ctx := context.Background()
+			_, unlock := locktest.MustLock(t, holder, ctx, "kept")
+			done, res := lockAsync(waiter, ctx, "kept", tc.opts...)
+			waitQueued(t, rdb, "kept", 1)
+			if err := unlock(); err != nil {
+				t.Fatal(err)
+			}
+			locktest.Within(t, done, 2*time.Second, "the waiter")
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			defer res.unlock()
+			if ttl := rdb.PTTL(ctx, "lockkit:{kept}").Val(); ttl < tc.want {
+				t.Fatalf("PTTL right after the hand-off = %v, want at least %v", ttl, tc.want)
+			}
+			time.Sleep(2500 * time.Millisecond) // 2.5 claim windows
+			if !lock.Held(res.ctx, "kept") || res.ctx.Err() != nil {
+				t.Fatalf("hold lost %v after the hand-off: %v", 2500*time.Millisecond, context.Cause(res.ctx))
+			}
+			if ttl := rdb.PTTL(ctx, "lockkit:{kept}").Val(); ttl < 5*time.Second {
+				t.Fatalf("PTTL 2.5 s after the hand-off = %v, want the lease's", ttl)
+			}
+		})
+	}
+}
+
+// A hand-off is told to the receiving waiter's Client, on its own channel,
+// and to at most three other Clients, watchers further back in the queue
+// (which check after the claim window that the receiver took the key):
+// however many Clients wait, the cost of a hand-off in Redis stays four
+// messages at most.
+func TestHandOffIsToldToFourClientsAtMost(t *testing.T) {
+	t.Parallel()
+	srv, rdb := newReal(t)
+	ctx := context.Background()
+	watch := srv.Client(t).PSubscribe(ctx, "lockkit:{told}:released*")
+	defer watch.Close()
+	if _, err := watch.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	holder := locktest.NewClient(t, rdb)
+	_, unlock := locktest.MustLock(t, holder, ctx, "told")
+	const waiters = 6
+	var results []*lockResult
+	var dones []<-chan struct{}
+	for i := range waiters {
+		done, res := lockAsync(locktest.NewClient(t, srv.Client(t)), ctx, "told")
+		waitQueued(t, rdb, "told", int64(i+1))
+		results, dones = append(results, res), append(dones, done)
+	}
+	waitSubscribed(t, rdb, "told", waiters)
+	for i := range waiters {
+		if i == 0 {
+			if err := unlock(); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := results[i-1].unlock(); err != nil {
+			t.Fatal(err)
+		}
+		locktest.Within(t, dones[i], 2*time.Second, "the next waiter")
+		if results[i].err != nil {
+			t.Fatal(results[i].err)
+		}
+		var channels []string
+		receiver := ""
+		for {
+			msg, err := watch.ReceiveTimeout(ctx, 200*time.Millisecond)
+			if err != nil {
+				break
+			}
+			m, ok := msg.(*redis.Message)
+			if !ok {
+				t.Fatalf("hand-off %d: %T, want a message", i, msg)
+			}
+			fields := strings.Fields(m.Payload)
+			if len(fields) != 4 {
+				t.Fatalf("hand-off %d: payload %q, want <from> <owner> <token> <ms>", i, m.Payload)
+			}
+			client := fields[1][:strings.LastIndex(fields[1], ":")] // "<client id>:<seq>"
+			receiver = "lockkit:{told}:released:" + client
+			channels = append(channels, m.Channel)
+		}
+		if len(channels) == 0 || len(channels) > 4 || channels[0] != receiver {
+			t.Fatalf("hand-off %d told on %q, want the receiver's Client's channel %s first, and at most three others", i, channels, receiver)
+		}
+	}
+	_ = results[waiters-1].unlock()
 }

@@ -11,17 +11,24 @@ import (
 )
 
 // StartReplica starts redis-server as a replica of primary, plus extra
-// config args, and waits until its link to the primary is up. It is
-// stopped when the test ends.
+// config args, and waits until its link to the primary is up and the
+// primary counts it online (so that WAIT counts it). It is stopped when
+// the test ends.
 func StartReplica(tb testing.TB, primary *Server, args ...string) *Server {
 	tb.Helper()
 	s := Start(tb, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port)}, args...)...)
-	rdb := s.Client(tb)
+	rdb, prdb := s.Client(tb), primary.Client(tb)
 	deadline := time.Now().Add(10 * time.Second)
+	online := "port=" + strconv.Itoa(s.Port) + ",state=online"
 	for {
 		info, err := rdb.Info(context.Background(), "replication").Result()
 		if err == nil && strings.Contains(info, "master_link_status:up") {
-			return s
+			var pinfo string
+			pinfo, err = prdb.Info(context.Background(), "replication").Result()
+			if err == nil && strings.Contains(pinfo, online) {
+				return s
+			}
+			info += pinfo
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("replica %s of %s: link not up within 10 s: %v\n%s", s.Addr, primary.Addr, err, info)

@@ -1,0 +1,100 @@
+package locktest
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// echoServer answers every line with the same line; it stops when the
+// test ends.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// dial connects to the proxy; the connection closes when the test ends.
+func dial(t *testing.T, p *Proxy) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, bufio.NewReader(c)
+}
+
+// roundTrip sends line and reads the answer, failing after limit.
+func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, line string, limit time.Duration) (string, error) {
+	t.Helper()
+	if _, err := c.Write([]byte(line)); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(limit))
+	return r.ReadString('\n')
+}
+
+func TestProxyForwards(t *testing.T) {
+	t.Parallel()
+	p := StartProxy(t, echoServer(t))
+	c, r := dial(t, p)
+	if got, err := roundTrip(t, c, r, "ping\r\n", time.Second); err != nil || got != "ping\r\n" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+}
+
+func TestProxyHoldsBackFirstCommandNamingKey(t *testing.T) {
+	t.Parallel()
+	p := StartProxy(t, echoServer(t))
+	seen := p.HoldBackFirst("k1", 100*time.Millisecond)
+	c, r := dial(t, p)
+	start := time.Now()
+	if got, err := roundTrip(t, c, r, "get k1\r\n", time.Second); err != nil || got != "get k1\r\n" {
+		t.Fatalf("held-back command: %q, %v", got, err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Fatalf("the first command naming the key went on after %v, want 100 ms", d)
+	}
+	Within(t, seen, time.Second, "the held-back command seen")
+	if p.HeldBackUntil().IsZero() {
+		t.Fatal("HeldBackUntil zero after the command went on")
+	}
+	start = time.Now()
+	if _, err := roundTrip(t, c, r, "get k1\r\n", time.Second); err != nil || time.Since(start) >= 100*time.Millisecond {
+		t.Fatalf("the second command naming the key: %v after %v, want no hold-back", err, time.Since(start))
+	}
+}
+
+func TestProxyCutsPubSubAfterNextDelivery(t *testing.T) {
+	t.Parallel()
+	p := StartProxy(t, echoServer(t))
+	sub, subr := dial(t, p)
+	plain, plainr := dial(t, p)
+	cut := p.CutPubSubAfterNextDelivery()
+	if _, err := roundTrip(t, sub, subr, "subscribe\r\n", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	Within(t, cut, time.Second, "the cut after a delivery")
+	if got, err := roundTrip(t, sub, subr, "ping\r\n", 100*time.Millisecond); err == nil {
+		t.Fatalf("the cut pub/sub connection still answers: %q", got)
+	}
+	if got, err := roundTrip(t, plain, plainr, "ping\r\n", time.Second); err != nil || got != "ping\r\n" {
+		t.Fatalf("a connection without pub/sub after the cut: %q, %v", got, err)
+	}
+}
