@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock/internal/tasks"
 )
 
 // Locker is what packages ginlock, cronlock and otellock accept. [*Client]
@@ -62,7 +64,7 @@ type Client struct {
 	closeOnce sync.Once
 	closed    chan struct{} // closed when Close returns
 	closeBy   time.Time     // when Close returns at the latest; set before life ends
-	tasks     *tasks        // the Client's goroutines
+	tasks     *tasks.Runner // the Client's goroutines
 	wd        *watchdog
 	wt        *waiters
 	jan       *janitor
@@ -140,7 +142,7 @@ func newClient(rdbs []redis.UniversalClient, opts []Option, newBackend func(*Cli
 	}
 	c.leaseArg, c.lingerArg = leaseArgs(cfg.lease)
 	c.keys = newKeyCache(cfg.prefix)
-	c.tasks = newTasks()
+	c.tasks = tasks.New()
 	c.life, c.stop = context.WithCancel(cfg.background())
 	c.calls = make(map[*call]struct{})
 	c.be = newBackend(c, nodes)
@@ -148,10 +150,10 @@ func newClient(rdbs []redis.UniversalClient, opts []Option, newBackend func(*Cli
 	c.wd = newWatchdog(c)
 	c.wt = newWaiters(c)
 	c.jan = newJanitor(c)
-	c.tasks.run(c.wd.run)
-	c.tasks.run(c.jan.run)
+	c.tasks.Run(c.wd.run)
+	c.tasks.Run(c.jan.run)
 	for _, s := range c.wt.subs {
-		c.tasks.run(s.run)
+		c.tasks.Run(s.run)
 	}
 	c.startEvictionCheck()
 	return c, nil
@@ -202,7 +204,7 @@ func (c *Client) Close() error {
 	holds := c.wd.closeAll()
 	c.releaseAll(holds, deadline.Add(-closeTimeout/2))
 	c.handOverChecks(c.wt.close(), deadline.Add(-closeTimeout/4))
-	c.tasks.close(time.Until(deadline))
+	c.tasks.Close(time.Until(deadline))
 	return nil
 }
 

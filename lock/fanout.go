@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lockkit/lockkit/lock/internal/tasks"
 )
 
 // errNodeTimeout marks a node that did not answer within the node
@@ -30,8 +32,8 @@ type nodeResult[T any] struct {
 // masters.
 type nodeSet struct {
 	nodes []*node
-	need  int    // answers that confirm a call
-	tasks *tasks // the Client's goroutines, which run the calls
+	need  int           // answers that confirm a call
+	tasks *tasks.Runner // the Client's goroutines, which run the calls
 	// inline is the one node when it has a pipe, which bounds each wait by
 	// the call's context itself: a call then runs in the caller's
 	// goroutine (see fanOutScripts). Nil otherwise.
@@ -107,7 +109,7 @@ func fanOut[T any](s *nodeSet, ctx context.Context, timeout time.Duration, call 
 			results[i].err = errNodeDown
 			continue
 		}
-		started := s.tasks.run(func() {
+		started := s.tasks.Run(func() {
 			cctx, cancel := ctx, context.CancelFunc(func() {})
 			if timeout > 0 {
 				cctx, cancel = context.WithTimeout(ctx, timeout)

@@ -36,7 +36,7 @@ func (w *waiters) checkIn(nd *node, rk redisKeys, lease any, d time.Duration) {
 		w.mu.Lock()
 		delete(w.checks, pc.rk.lock)
 		w.mu.Unlock()
-		w.c.tasks.run(func() {
+		w.c.tasks.Run(func() {
 			if again := w.c.check(pc.nd, pc.rk, pc.lease); again > 0 && again <= claimWindow+claimWindow/2 {
 				w.checkIn(pc.nd, pc.rk, pc.lease, again+checkMargin)
 			}

@@ -237,7 +237,7 @@ func (c *Client) keyOf(name string) (string, bool) {
 // background until the Redis client gives up), or ErrClosed after Close.
 func (c *Client) within(ctx context.Context, f func(context.Context) error) error {
 	done := make(chan error, 1)
-	if !c.tasks.run(func() { done <- f(ctx) }) {
+	if !c.tasks.Run(func() { done <- f(ctx) }) {
 		return ErrClosed
 	}
 	select {

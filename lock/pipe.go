@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock/internal/tasks"
 )
 
 // maxSenders is how many senders of one Client's script calls to one
@@ -54,7 +56,7 @@ const stallAfter = time.Millisecond
 // calls of several callers, outside their traces.
 type pipe struct {
 	nd    *node
-	tasks *tasks
+	tasks *tasks.Runner
 	ctx   context.Context // of pipelines
 	watch *time.Timer     // runs stalled when the queue's first call may have waited stallAfter
 	flush func()          // p.sendAll, made once
@@ -86,7 +88,7 @@ const maxScriptArgs = 13
 // left is dropped.
 var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
 
-func newPipe(nd *node, t *tasks, background context.Context) *pipe {
+func newPipe(nd *node, t *tasks.Runner, background context.Context) *pipe {
 	p := &pipe{nd: nd, tasks: t, ctx: context.WithoutCancel(background)}
 	p.flush = p.sendAll
 	p.watch = time.AfterFunc(time.Hour, p.stalled)
@@ -141,7 +143,7 @@ func failed(ctx context.Context, err error) *redis.Cmd {
 // closed it sends here, unless ctx is done: the janitor's last cleanups
 // run so, bounded by go-redis's timeouts.
 func (p *pipe) start(ctx context.Context) {
-	if p.tasks.run(p.flush) {
+	if p.tasks.Run(p.flush) {
 		return
 	}
 	if ctx.Err() == nil {

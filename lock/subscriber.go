@@ -173,7 +173,7 @@ func (s *subscriber) closeAll() {
 // (see [waiters.dispatch]), which may have missed messages.
 func (w *waiters) listen(ps *redis.PubSub, busy func() bool) {
 	life := w.c.life
-	w.c.tasks.run(func() {
+	w.c.tasks.Run(func() {
 		failed := false
 		heard := time.Now() // when the connection last delivered something
 		for {
