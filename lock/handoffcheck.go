@@ -3,6 +3,8 @@ package lock
 import (
 	"context"
 	"time"
+
+	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
 // checkLater has h's key checked just after the claim window, with
@@ -60,7 +62,7 @@ type pendingCheck struct {
 func (c *Client) check(nd *node, rk redisKeys, lease any) time.Duration {
 	ctx, cancel := context.WithTimeout(c.life, cleanupTimeout)
 	defer cancel()
-	v, err := nd.run(ctx, acquireScript, rk, c.newOwner(false), lease, 1, nd.claimArg, checkMode, nd.publish).Int64Slice()
+	v, err := nd.run(ctx, scripts.Acquire, rk, c.newOwner(false), lease, 1, nd.claimArg, checkMode, nd.publish).Int64Slice()
 	if err != nil || len(v) < 2 {
 		return 0
 	}
@@ -77,9 +79,9 @@ func (c *Client) handOverChecks(pending []*pendingCheck, deadline time.Time) {
 		return
 	}
 	c.onEveryNode(deadline, func(ctx context.Context, nd *node) {
-		nd.pipelined(ctx, len(pending), func(i int) (script, []string, []any) {
+		nd.pipelined(ctx, len(pending), func(i int) (scripts.Script, []string, []any) {
 			pc := pending[i]
-			return acquireScript, pc.rk.keys(), []any{c.newOwner(false), pc.lease, 1, nd.claimArg, watchMode, nd.publish}
+			return scripts.Acquire, pc.rk.keys(), []any{c.newOwner(false), pc.lease, 1, nd.claimArg, watchMode, nd.publish}
 		})
 	})
 }

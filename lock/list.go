@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
 // scanCount is the COUNT hint of each SCAN step of List.
@@ -196,8 +198,8 @@ func (c *Client) scan(ctx context.Context, srv *redis.Client, match string, keep
 
 // inspectMany reads the locks names of one server in one pipeline.
 func inspectMany(ctx context.Context, srv *redis.Client, names []string) ([]LockInfo, error) {
-	cmds := (&node{rdb: srv}).pipelined(ctx, len(names), func(i int) (script, []string, []any) {
-		return inspectScript, []string{names[i], names[i] + ":queue", names[i] + ":waits"}, []any{MaxListedWaiters}
+	cmds := (&node{rdb: srv}).pipelined(ctx, len(names), func(i int) (scripts.Script, []string, []any) {
+		return scripts.Inspect, []string{names[i], names[i] + ":queue", names[i] + ":waits"}, []any{MaxListedWaiters}
 	})
 	infos := make([]LockInfo, 0, len(names))
 	for i, cmd := range cmds {

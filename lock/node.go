@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
 // node is one Redis deployment locks are written to: a server, a
@@ -48,11 +50,11 @@ func newNode(rdb redis.UniversalClient, cfg config) (*node, error) {
 	return &node{rdb: rdb, publish: "PUBLISH", acks: cfg.acks, ackTimeout: cfg.ackTimeout}, nil
 }
 
-// run runs s on the keys rk with the arguments argv (see script.run);
+// run runs s on the keys rk with the arguments argv (see scripts.Script.Do);
 // with WithReplicaAck it sends WAIT after it on the same connection, in
 // the same round trip, and fails the command with ErrReplicaAck when too
 // few replicas confirm.
-func (nd *node) run(ctx context.Context, s script, rk redisKeys, argv ...any) *redis.Cmd {
+func (nd *node) run(ctx context.Context, s scripts.Script, rk redisKeys, argv ...any) *redis.Cmd {
 	return nd.runThen(ctx, s, nil, nil, rk, argv...)
 }
 
@@ -70,7 +72,7 @@ type replied func(h *hold, cmd *redis.Cmd) chan struct{}
 
 // runThen is run, with then called on the reply (see replied) unless it
 // is nil.
-func (nd *node) runThen(ctx context.Context, s script, h *hold, then replied, rk redisKeys, argv ...any) *redis.Cmd {
+func (nd *node) runThen(ctx context.Context, s scripts.Script, h *hold, then replied, rk redisKeys, argv ...any) *redis.Cmd {
 	if nd.pipe != nil {
 		return nd.pipe.run(ctx, s, h, then, rk, argv)
 	}
@@ -81,18 +83,15 @@ func (nd *node) runThen(ctx context.Context, s script, h *hold, then replied, rk
 	return cmd
 }
 
-// send sends a script call with args (see script.run) itself, for a node
+// send sends a script call with args (see scripts.Script.Do) itself, for a node
 // without a pipe.
-func (nd *node) send(ctx context.Context, s script, args []any) *redis.Cmd {
+func (nd *node) send(ctx context.Context, s scripts.Script, args []any) *redis.Cmd {
 	if nd.acks == 0 {
-		return s.run(ctx, nd.rdb, args)
+		return s.Do(ctx, nd.rdb, args)
 	}
 	var cmd *redis.Cmd
 	for _, eval := range []bool{false, true} {
-		args[0], args[1] = "evalsha", s.sha
-		if eval {
-			args[0], args[1] = "eval", s.src
-		}
+		s.Command(args, eval)
 		pipe := nd.rdb.Pipeline()
 		cmd = redis.NewCmd(ctx, args...)
 		_ = pipe.Process(ctx, cmd)
@@ -130,7 +129,7 @@ func (nd *node) checkAck(cmd *redis.Cmd, wait *redis.IntCmd) {
 // with its own reply or error. It uses EVALSHA and, when Redis does not
 // know a script, runs the commands that failed so once more with EVAL,
 // which also caches it.
-func (nd *node) pipelined(ctx context.Context, n int, call func(i int) (script, []string, []any)) []*redis.Cmd {
+func (nd *node) pipelined(ctx context.Context, n int, call func(i int) (scripts.Script, []string, []any)) []*redis.Cmd {
 	send := func(idx []int, eval bool) []*redis.Cmd {
 		pipe := nd.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(idx))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/lock/internal/scripts"
 	"github.com/lockkit/lockkit/lock/internal/tasks"
 )
 
@@ -71,7 +72,7 @@ type pipe struct {
 // A request is one script call.
 type request struct {
 	ctx  context.Context
-	s    script
+	s    scripts.Script
 	args []any // in buf: EVALSHA, the hash, the number of keys, the keys, the arguments
 	buf  [maxScriptArgs]any
 	h    *hold
@@ -96,14 +97,14 @@ func newPipe(nd *node, t *tasks.Runner, background context.Context) *pipe {
 	return p
 }
 
-// run runs s on the keys rk with the arguments argv (see script.run) and
+// run runs s on the keys rk with the arguments argv (see scripts.Script.Do) and
 // returns its command, or one failed with ctx's error when ctx ends first;
 // the command may then still run in Redis, if a sender had taken it. The
 // sender calls then, unless nil, with h on the reply before the caller sees
 // it, and wakes the waiter it returns just after (see replied). The
 // command's arguments are not kept (the request that held them is used
 // again): read only its reply.
-func (p *pipe) run(ctx context.Context, s script, h *hold, then replied, rk redisKeys, argv []any) *redis.Cmd {
+func (p *pipe) run(ctx context.Context, s scripts.Script, h *hold, then replied, rk redisKeys, argv []any) *redis.Cmd {
 	r := requests.Get().(*request)
 	r.ctx, r.s, r.h, r.then = ctx, s, h, then
 	r.args = append(append(r.buf[:0], rk.args...), argv...)
@@ -204,7 +205,7 @@ func (p *pipe) sendAll() {
 		case 0:
 		case 1:
 			r := live[0]
-			r.cmd = r.s.run(r.ctx, p.nd.rdb, r.args)
+			r.cmd = r.s.Do(r.ctx, p.nd.rdb, r.args)
 		default:
 			p.send(live)
 		}
@@ -228,10 +229,7 @@ func (p *pipe) send(batch []*request) {
 	for len(batch) > 0 {
 		pl := p.nd.rdb.Pipeline()
 		for _, r := range batch {
-			r.args[0], r.args[1] = "evalsha", r.s.sha
-			if eval {
-				r.args[0], r.args[1] = "eval", r.s.src
-			}
+			r.s.Command(r.args, eval)
 			r.cmd = redis.NewCmd(r.ctx, r.args...)
 			_ = pl.Process(p.ctx, r.cmd)
 		}
