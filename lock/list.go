@@ -10,15 +10,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/lock/internal/glob"
 	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
 // scanCount is the COUNT hint of each SCAN step of List.
 const scanCount = 500
-
-// globEscaper escapes the characters of a prefix that SCAN's MATCH would
-// read as a pattern.
-var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
 // tagUnescaper undoes tagEscaper.
 var tagUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
@@ -50,12 +47,12 @@ func (c *Client) List(ctx context.Context, pattern string) iter.Seq2[LockInfo, e
 			yield(LockInfo{}, err)
 			return
 		}
-		match := scanMatch(c.cfg.prefix, pattern)
+		match := glob.ScanMatch(c.cfg.prefix, pattern, tagEscaper)
 		keep := func(key string) bool {
 			if key == "" { // stored by its digest: only a pattern of '*'s surely matches
 				return strings.Trim(pattern, "*") == ""
 			}
-			return globMatch(pattern, key)
+			return glob.Match(pattern, key)
 		}
 		// Every node's servers first: a lock is named by its server (Node)
 		// when more than one server may hold it, a node that failed
@@ -90,6 +87,9 @@ func (c *Client) List(ctx context.Context, pattern string) iter.Seq2[LockInfo, e
 	}
 }
 
+// checkPattern refuses, with an error wrapping ErrInvalid, a pattern that
+// List cannot scan: empty, longer than MaxKeyLen or malformed (see
+// glob.Check).
 func checkPattern(pattern string) error {
 	switch {
 	case pattern == "":
@@ -97,36 +97,8 @@ func checkPattern(pattern string) error {
 	case len(pattern) > MaxKeyLen:
 		return invalidf("pattern of %d bytes is longer than the maximum %d", len(pattern), MaxKeyLen)
 	}
-	for i := 0; i < len(pattern); i++ {
-		switch pattern[i] {
-		case '\\':
-			if i == len(pattern)-1 {
-				return invalidf("pattern %q ends in an escape '\\'", pattern)
-			}
-			i++
-		case '[': // scanned as matchClass and Redis read it
-			j := i + 1
-			if j < len(pattern) && pattern[j] == '^' {
-				j++
-			}
-			for j < len(pattern) && pattern[j] != ']' {
-				switch {
-				case pattern[j] == '\\':
-					j += 2
-				case j+2 < len(pattern) && pattern[j+1] == '-':
-					if pattern[j+2] == ']' { // Redis would read a range up to ']' and go on
-						return invalidf("pattern %q: a class ends in '-' (put the '-' first or escape it)", pattern)
-					}
-					j += 3
-				default:
-					j++
-				}
-			}
-			if j >= len(pattern) {
-				return invalidf("pattern %q has a '[' without its ']'", pattern)
-			}
-			i = j
-		}
+	if err := glob.Check(pattern); err != nil {
+		return invalidf("%s", err)
 	}
 	return nil
 }
