@@ -153,7 +153,7 @@ func newClient(rdbs []redis.UniversalClient, opts []Option, newBackend func(*Cli
 	c.tasks.Run(c.wd.run)
 	c.tasks.Run(c.jan.run)
 	for _, s := range c.wt.subs {
-		c.tasks.Run(s.run)
+		c.tasks.Run(s.Run)
 	}
 	c.startEvictionCheck()
 	return c, nil
