@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/lock/internal/pipe"
 	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
@@ -29,7 +30,7 @@ type node struct {
 	// connection; and in the quorum backend, where a node's command goes on
 	// after the call returned at the majority's answer (see
 	// quorum.lateGrant).
-	pipe *pipe
+	pipe *pipe.Pipe[*hold]
 
 	// claimArg is the claim window of the key's wait queue in ms, boxed
 	// once for script calls: 0 where the backend keeps no queue.
@@ -58,23 +59,15 @@ func (nd *node) run(ctx context.Context, s scripts.Script, rk redisKeys, argv ..
 	return nd.runThen(ctx, s, nil, nil, rk, argv...)
 }
 
-// A replied acts on the reply of a script call for hold h as soon as it
-// comes, in the goroutine that reads it (a sender of the pipe, or the
-// call's own), before the caller sees it, and even when the caller has
-// stopped waiting. It returns the wake channel of a waiter to signal, or
-// nil, which is signalled just after the caller is told: Go's scheduler
-// runs the goroutine made ready last first, so the waiter a release hands
-// the key to runs before the releasing caller goes on, and releases
-// sooner. Waking it before telling the caller cost a contended acquisition
-// 6% more time (BenchmarkContended, 8 runs alternated, benchstat: 105.4
-// against 99.4 µs).
-type replied func(h *hold, cmd *redis.Cmd) chan struct{}
+// A replied acts on the reply of a script call for a hold as soon as it
+// comes (see pipe.Replied).
+type replied = pipe.Replied[*hold]
 
 // runThen is run, with then called on the reply (see replied) unless it
 // is nil.
 func (nd *node) runThen(ctx context.Context, s scripts.Script, h *hold, then replied, rk redisKeys, argv ...any) *redis.Cmd {
 	if nd.pipe != nil {
-		return nd.pipe.run(ctx, s, h, then, rk, argv)
+		return nd.pipe.Run(ctx, s, h, then, rk.args, argv)
 	}
 	cmd := nd.send(ctx, s, rk.scriptArgs(argv...))
 	if then != nil {
