@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/lock/internal/janitor"
 	"github.com/lockkit/lockkit/lock/internal/tasks"
 )
 
@@ -67,7 +68,7 @@ type Client struct {
 	tasks     *tasks.Runner // the Client's goroutines
 	wd        *watchdog
 	wt        *waiters
-	jan       *janitor
+	jan       *janitor.Janitor[*hold]
 }
 
 var _ Locker = (*Client)(nil)
@@ -149,9 +150,9 @@ func newClient(rdbs []redis.UniversalClient, opts []Option, newBackend func(*Cli
 	c.closed = make(chan struct{})
 	c.wd = newWatchdog(c)
 	c.wt = newWaiters(c)
-	c.jan = newJanitor(c)
+	c.jan = janitor.New(c.life, c.clean, func() time.Time { return c.closeBy }, c.callsUnderWay)
 	c.tasks.Run(c.wd.run)
-	c.tasks.Run(c.jan.run)
+	c.tasks.Run(c.jan.Run)
 	for _, s := range c.wt.subs {
 		c.tasks.Run(s.Run)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/lockkit/lockkit/lock/internal/janitor"
 	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
@@ -56,11 +57,11 @@ type pendingCheck struct {
 }
 
 // check runs acquire.lua's check mode on rk's key on nd, bounded by
-// cleanupTimeout, and returns when the first waiter's turn or place ends
+// janitor.CleanupTimeout, and returns when the first waiter's turn or place ends
 // (0: the key is held, nobody waits, or Redis did not answer: the
 // waiters' own timers remain).
 func (c *Client) check(nd *node, rk redisKeys, lease any) time.Duration {
-	ctx, cancel := context.WithTimeout(c.life, cleanupTimeout)
+	ctx, cancel := context.WithTimeout(c.life, janitor.CleanupTimeout)
 	defer cancel()
 	v, err := nd.run(ctx, scripts.Acquire, rk, c.newOwner(false), lease, 1, nd.claimArg, checkMode, nd.publish).Int64Slice()
 	if err != nil || len(v) < 2 {
