@@ -18,7 +18,7 @@ var errNodeTimeout = fmt.Errorf("no answer within the node timeout: %w", context
 var errNotWaited = errors.New("not waited for: a quorum had confirmed")
 
 // errNodeDown marks a node that was not called because it failed
-// repeatedly and its back-off has not passed (see health.available).
+// repeatedly and its back-off has not passed (see health.Tracker.Available).
 var errNodeDown = errors.New("skipped: the node failed repeatedly")
 
 // nodeResult is one node's answer to a fanned-out call.
@@ -105,7 +105,7 @@ func fanOut[T any](s *nodeSet, ctx context.Context, timeout time.Duration, call 
 	pending := 0
 	ayes := 0 // answers that count toward the need
 	for i, nd := range s.nodes {
-		if !nd.health.available() {
+		if !nd.health.Available() {
 			results[i].err = errNodeDown
 			continue
 		}
@@ -117,7 +117,7 @@ func fanOut[T any](s *nodeSet, ctx context.Context, timeout time.Duration, call 
 			defer cancel()
 			v, err := call(cctx, nd)
 			if ctx.Err() == nil {
-				nd.health.observe(err)
+				nd.health.Observe(err)
 			}
 			ch <- indexed{i, nodeResult[T]{v, err}}
 		})

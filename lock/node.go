@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/lock/internal/health"
 	"github.com/lockkit/lockkit/lock/internal/pipe"
 	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
@@ -38,7 +39,7 @@ type node struct {
 
 	// health is tracked by the quorum backend, which skips a node that
 	// failed repeatedly (see health); nil: the node is always called.
-	health *health
+	health *health.Tracker
 }
 
 func newNode(rdb redis.UniversalClient, cfg config) (*node, error) {
