@@ -25,7 +25,7 @@ type node struct {
 	ackTimeout time.Duration
 	policy     atomic.Pointer[string] // maxmemory-policy read at New; nil if unknown (see checkEviction)
 
-	// Concurrent script calls share round trips (see pipe). Nil on Redis
+	// Concurrent script calls share round trips (see pipe.Pipe). Nil on Redis
 	// Cluster, where a pipeline would wait for every master it reaches;
 	// with WithReplicaAck, whose WAIT follows each write on its
 	// connection; and in the quorum backend, where a node's command goes on
@@ -38,7 +38,7 @@ type node struct {
 	claimArg any
 
 	// health is tracked by the quorum backend, which skips a node that
-	// failed repeatedly (see health); nil: the node is always called.
+	// failed repeatedly (see health.Tracker); nil: the node is always called.
 	health *health.Tracker
 }
 
