@@ -184,7 +184,7 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 	if !res.ok && (!cl.a.Try || h.mayHold) {
 		// The owner is given up for good: out of the queue, passing on its
 		// turn, and released where an attempt may have taken the key.
-		c.jan.abandon(h, h.mayHold, leaveWait)
+		c.abandon(h, h.mayHold, leaveWait)
 	}
 	switch {
 	case cutOff(ctx, err):
@@ -198,7 +198,7 @@ func (c *Client) take(cl *call, lc lockConfig, outer *level) (*level, error) {
 	if err == errGaveUp {
 		// The key goes on to the next waiter, or is freed, in the
 		// background if Redis is slow.
-		c.jan.abandon(h, true, leaveWait)
+		c.abandon(h, true, leaveWait)
 		return nil, errors.Join(&NotObtainedError{Key: cl.a.Key}, cl.ctx.Err())
 	}
 	return lvl, err
@@ -231,7 +231,7 @@ func (h *hold) start(cl *call, res attemptResult) (*level, error) {
 	h.handed.Store(res.handed)
 	if !h.c.wd.add(h, res.sent, h.validUntil) {
 		h.end = ErrClosed
-		h.c.jan.abandon(h, true, 0) // released before Close returns, if Redis answers
+		h.c.abandon(h, true, 0) // released before Close returns, if Redis answers
 		return nil, ErrClosed
 	}
 	l := h.newLevelLocked(cl)

@@ -50,7 +50,7 @@ func (c *Client) endCall(cl *call) {
 	last := c.callsClosed && len(c.calls) == 0
 	c.callsMu.Unlock()
 	if last {
-		signal(c.jan.kick)
+		c.jan.Kick()
 	}
 	if cl.cancelLimit != nil {
 		cl.cancelLimit()

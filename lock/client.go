@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock/internal/janitor"
+	"github.com/lockkit/lockkit/lock/internal/tasks"
 )
 
 // Locker is what packages ginlock, cronlock and otellock accept. [*Client]
@@ -62,10 +65,10 @@ type Client struct {
 	closeOnce sync.Once
 	closed    chan struct{} // closed when Close returns
 	closeBy   time.Time     // when Close returns at the latest; set before life ends
-	tasks     *tasks        // the Client's goroutines
+	tasks     *tasks.Runner // the Client's goroutines
 	wd        *watchdog
 	wt        *waiters
-	jan       *janitor
+	jan       *janitor.Janitor[*hold]
 }
 
 var _ Locker = (*Client)(nil)
@@ -140,18 +143,18 @@ func newClient(rdbs []redis.UniversalClient, opts []Option, newBackend func(*Cli
 	}
 	c.leaseArg, c.lingerArg = leaseArgs(cfg.lease)
 	c.keys = newKeyCache(cfg.prefix)
-	c.tasks = newTasks()
+	c.tasks = tasks.New()
 	c.life, c.stop = context.WithCancel(cfg.background())
 	c.calls = make(map[*call]struct{})
 	c.be = newBackend(c, nodes)
 	c.closed = make(chan struct{})
 	c.wd = newWatchdog(c)
 	c.wt = newWaiters(c)
-	c.jan = newJanitor(c)
-	c.tasks.run(c.wd.run)
-	c.tasks.run(c.jan.run)
+	c.jan = janitor.New(c.life, c.clean, func() time.Time { return c.closeBy }, c.callsUnderWay)
+	c.tasks.Run(c.wd.run)
+	c.tasks.Run(c.jan.Run)
 	for _, s := range c.wt.subs {
-		c.tasks.run(s.run)
+		c.tasks.Run(s.Run)
 	}
 	c.startEvictionCheck()
 	return c, nil
@@ -202,7 +205,7 @@ func (c *Client) Close() error {
 	holds := c.wd.closeAll()
 	c.releaseAll(holds, deadline.Add(-closeTimeout/2))
 	c.handOverChecks(c.wt.close(), deadline.Add(-closeTimeout/4))
-	c.tasks.close(time.Until(deadline))
+	c.tasks.Close(time.Until(deadline))
 	return nil
 }
 

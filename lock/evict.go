@@ -34,7 +34,7 @@ const noEviction = "noeviction"
 // evictionCheckWait: a stalled Redis must not hold New up.
 func (c *Client) startEvictionCheck() {
 	checked := make(chan struct{})
-	if !c.tasks.run(func() {
+	if !c.tasks.Run(func() {
 		defer close(checked)
 		c.checkEviction()
 	}) {

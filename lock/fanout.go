@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lockkit/lockkit/lock/internal/tasks"
 )
 
 // errNodeTimeout marks a node that did not answer within the node
@@ -16,7 +18,7 @@ var errNodeTimeout = fmt.Errorf("no answer within the node timeout: %w", context
 var errNotWaited = errors.New("not waited for: a quorum had confirmed")
 
 // errNodeDown marks a node that was not called because it failed
-// repeatedly and its back-off has not passed (see health.available).
+// repeatedly and its back-off has not passed (see health.Tracker.Available).
 var errNodeDown = errors.New("skipped: the node failed repeatedly")
 
 // nodeResult is one node's answer to a fanned-out call.
@@ -30,8 +32,8 @@ type nodeResult[T any] struct {
 // masters.
 type nodeSet struct {
 	nodes []*node
-	need  int    // answers that confirm a call
-	tasks *tasks // the Client's goroutines, which run the calls
+	need  int           // answers that confirm a call
+	tasks *tasks.Runner // the Client's goroutines, which run the calls
 	// inline is the one node when it has a pipe, which bounds each wait by
 	// the call's context itself: a call then runs in the caller's
 	// goroutine (see fanOutScripts). Nil otherwise.
@@ -103,11 +105,11 @@ func fanOut[T any](s *nodeSet, ctx context.Context, timeout time.Duration, call 
 	pending := 0
 	ayes := 0 // answers that count toward the need
 	for i, nd := range s.nodes {
-		if !nd.health.available() {
+		if !nd.health.Available() {
 			results[i].err = errNodeDown
 			continue
 		}
-		started := s.tasks.run(func() {
+		started := s.tasks.Run(func() {
 			cctx, cancel := ctx, context.CancelFunc(func() {})
 			if timeout > 0 {
 				cctx, cancel = context.WithTimeout(ctx, timeout)
@@ -115,7 +117,7 @@ func fanOut[T any](s *nodeSet, ctx context.Context, timeout time.Duration, call 
 			defer cancel()
 			v, err := call(cctx, nd)
 			if ctx.Err() == nil {
-				nd.health.observe(err)
+				nd.health.Observe(err)
 			}
 			ch <- indexed{i, nodeResult[T]{v, err}}
 		})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
 // Forced tells what [Client.ForceUnlock] did.
@@ -104,7 +106,7 @@ func (c *Client) ForceUnlock(ctx context.Context, key string, opts ...ForceOptio
 	var from any = c.newOwner(false) // an owner of its own: r names it
 	set := c.be.nodes()
 	rs := fanOutScripts(set, ctx, c.be.timeout(c.cfg.lease), func(ctx context.Context, nd *node) ([]any, error) {
-		return nd.run(ctx, forceScript, rk, from, nd.claimArg, nd.publish, forceLinger, fc.holder).Slice()
+		return nd.run(ctx, scripts.Force, rk, from, nd.claimArg, nd.publish, forceLinger, fc.holder).Slice()
 	}, nil)
 	var f Forced
 	var errs []error

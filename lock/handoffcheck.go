@@ -3,6 +3,9 @@ package lock
 import (
 	"context"
 	"time"
+
+	"github.com/lockkit/lockkit/lock/internal/janitor"
+	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
 // checkLater has h's key checked just after the claim window, with
@@ -36,7 +39,7 @@ func (w *waiters) checkIn(nd *node, rk redisKeys, lease any, d time.Duration) {
 		w.mu.Lock()
 		delete(w.checks, pc.rk.lock)
 		w.mu.Unlock()
-		w.c.tasks.run(func() {
+		w.c.tasks.Run(func() {
 			if again := w.c.check(pc.nd, pc.rk, pc.lease); again > 0 && again <= claimWindow+claimWindow/2 {
 				w.checkIn(pc.nd, pc.rk, pc.lease, again+checkMargin)
 			}
@@ -54,13 +57,13 @@ type pendingCheck struct {
 }
 
 // check runs acquire.lua's check mode on rk's key on nd, bounded by
-// cleanupTimeout, and returns when the first waiter's turn or place ends
+// janitor.CleanupTimeout, and returns when the first waiter's turn or place ends
 // (0: the key is held, nobody waits, or Redis did not answer: the
 // waiters' own timers remain).
 func (c *Client) check(nd *node, rk redisKeys, lease any) time.Duration {
-	ctx, cancel := context.WithTimeout(c.life, cleanupTimeout)
+	ctx, cancel := context.WithTimeout(c.life, janitor.CleanupTimeout)
 	defer cancel()
-	v, err := nd.run(ctx, acquireScript, rk, c.newOwner(false), lease, 1, nd.claimArg, checkMode, nd.publish).Int64Slice()
+	v, err := nd.run(ctx, scripts.Acquire, rk, c.newOwner(false), lease, 1, nd.claimArg, checkMode, nd.publish).Int64Slice()
 	if err != nil || len(v) < 2 {
 		return 0
 	}
@@ -77,9 +80,9 @@ func (c *Client) handOverChecks(pending []*pendingCheck, deadline time.Time) {
 		return
 	}
 	c.onEveryNode(deadline, func(ctx context.Context, nd *node) {
-		nd.pipelined(ctx, len(pending), func(i int) (script, []string, []any) {
+		nd.pipelined(ctx, len(pending), func(i int) (scripts.Script, []string, []any) {
 			pc := pending[i]
-			return acquireScript, pc.rk.keys(), []any{c.newOwner(false), pc.lease, 1, nd.claimArg, watchMode, nd.publish}
+			return scripts.Acquire, pc.rk.keys(), []any{c.newOwner(false), pc.lease, 1, nd.claimArg, watchMode, nd.publish}
 		})
 	})
 }

@@ -7,11 +7,12 @@ import (
 	"testing"
 
 	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/lockkit/lockkit/lock/internal/glob"
 )
 
 // TestGlobMatchAgreesWithRedis compares, on random patterns that Held
-// accepts and random keys, globMatch with Redis's own matching (SSCAN
-// MATCH over the keys), and checks that scanMatch's SCAN pattern, run by
+// accepts and random keys, glob.Match with Redis's own matching (SSCAN
+// MATCH over the keys), and checks that glob.ScanMatch's SCAN pattern, run by
 // Redis over the escaped names, keeps every key Redis matches.
 func TestGlobMatchAgreesWithRedis(t *testing.T) {
 	t.Parallel()
@@ -60,10 +61,10 @@ func TestGlobMatchAgreesWithRedis(t *testing.T) {
 		seen[pattern] = true
 		checked++
 		redis := sscan("keys", pattern)
-		names := sscan("names", scanMatch("p", pattern))
+		names := sscan("names", glob.ScanMatch("p", pattern, tagEscaper))
 		var diff, missed []string
 		for k := range keySet {
-			if globMatch(pattern, k) != redis[k] {
+			if glob.Match(pattern, k) != redis[k] {
 				diff = append(diff, k)
 			}
 			if redis[k] && !names["p:{"+tagEscaper.Replace(k)+"}"] {
@@ -74,11 +75,11 @@ func TestGlobMatchAgreesWithRedis(t *testing.T) {
 		slices.Sort(missed)
 		if len(diff) > 0 {
 			bad++
-			t.Errorf("pattern %q: globMatch differs from Redis on %q", pattern, diff)
+			t.Errorf("pattern %q: glob.Match differs from Redis on %q", pattern, diff)
 		}
 		if len(missed) > 0 {
 			bad++
-			t.Errorf("pattern %q: SCAN pattern %q misses the names of %q", pattern, scanMatch("p", pattern), missed)
+			t.Errorf("pattern %q: SCAN pattern %q misses the names of %q", pattern, glob.ScanMatch("p", pattern, tagEscaper), missed)
 		}
 	}
 	t.Logf("%d patterns, %d keys", checked, len(keySet))

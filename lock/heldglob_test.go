@@ -1,6 +1,10 @@
 package lock
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/lockkit/lockkit/lock/internal/glob"
+)
 
 // TestGlobMatch: Held's filter matches keys as Redis matches a glob, and
 // the SCAN pattern it sends matches every escaped name whose key matches.
@@ -34,12 +38,12 @@ func TestGlobMatch(t *testing.T) {
 		{"a*c", "abcb", false},
 		{"[\\]]", "]", true},
 	} {
-		if got := globMatch(tc.pattern, tc.key); got != tc.want {
-			t.Errorf("globMatch(%q, %q) = %v, want %v", tc.pattern, tc.key, got, tc.want)
+		if got := glob.Match(tc.pattern, tc.key); got != tc.want {
+			t.Errorf("glob.Match(%q, %q) = %v, want %v", tc.pattern, tc.key, got, tc.want)
 		}
 		name := "p:{" + tagEscaper.Replace(tc.key) + "}"
-		if tc.want && !globMatch(scanMatch("p", tc.pattern), name) {
-			t.Errorf("scanMatch(%q) = %q misses %q", tc.pattern, scanMatch("p", tc.pattern), name)
+		if tc.want && !glob.Match(glob.ScanMatch("p", tc.pattern, tagEscaper), name) {
+			t.Errorf("glob.ScanMatch(%q) = %q misses %q", tc.pattern, glob.ScanMatch("p", tc.pattern, tagEscaper), name)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
 // MaxListedWaiters is how many waiters from the front of a lock's queue
@@ -136,7 +138,7 @@ func (c *Client) digestTag(name string) (string, bool) {
 
 // inspectOne reads one lock from rdb: keys are its hash, queue and waits.
 func inspectOne(ctx context.Context, rdb redis.Scripter, keys []string) (LockInfo, error) {
-	v, err := inspectScript.Run(ctx, rdb, keys, MaxListedWaiters).Slice()
+	v, err := scripts.Inspect.Run(ctx, rdb, keys, MaxListedWaiters).Slice()
 	if err != nil {
 		return LockInfo{}, err
 	}

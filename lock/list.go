@@ -9,14 +9,13 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock/internal/glob"
+	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
 // scanCount is the COUNT hint of each SCAN step of List.
 const scanCount = 500
-
-// globEscaper escapes the characters of a prefix that SCAN's MATCH would
-// read as a pattern.
-var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
 // tagUnescaper undoes tagEscaper.
 var tagUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
@@ -48,12 +47,12 @@ func (c *Client) List(ctx context.Context, pattern string) iter.Seq2[LockInfo, e
 			yield(LockInfo{}, err)
 			return
 		}
-		match := scanMatch(c.cfg.prefix, pattern)
+		match := glob.ScanMatch(c.cfg.prefix, pattern, tagEscaper)
 		keep := func(key string) bool {
 			if key == "" { // stored by its digest: only a pattern of '*'s surely matches
 				return strings.Trim(pattern, "*") == ""
 			}
-			return globMatch(pattern, key)
+			return glob.Match(pattern, key)
 		}
 		// Every node's servers first: a lock is named by its server (Node)
 		// when more than one server may hold it, a node that failed
@@ -88,6 +87,9 @@ func (c *Client) List(ctx context.Context, pattern string) iter.Seq2[LockInfo, e
 	}
 }
 
+// checkPattern refuses, with an error wrapping ErrInvalid, a pattern that
+// List cannot scan: empty, longer than MaxKeyLen or malformed (see
+// glob.Check).
 func checkPattern(pattern string) error {
 	switch {
 	case pattern == "":
@@ -95,36 +97,8 @@ func checkPattern(pattern string) error {
 	case len(pattern) > MaxKeyLen:
 		return invalidf("pattern of %d bytes is longer than the maximum %d", len(pattern), MaxKeyLen)
 	}
-	for i := 0; i < len(pattern); i++ {
-		switch pattern[i] {
-		case '\\':
-			if i == len(pattern)-1 {
-				return invalidf("pattern %q ends in an escape '\\'", pattern)
-			}
-			i++
-		case '[': // scanned as matchClass and Redis read it
-			j := i + 1
-			if j < len(pattern) && pattern[j] == '^' {
-				j++
-			}
-			for j < len(pattern) && pattern[j] != ']' {
-				switch {
-				case pattern[j] == '\\':
-					j += 2
-				case j+2 < len(pattern) && pattern[j+1] == '-':
-					if pattern[j+2] == ']' { // Redis would read a range up to ']' and go on
-						return invalidf("pattern %q: a class ends in '-' (put the '-' first or escape it)", pattern)
-					}
-					j += 3
-				default:
-					j++
-				}
-			}
-			if j >= len(pattern) {
-				return invalidf("pattern %q has a '[' without its ']'", pattern)
-			}
-			i = j
-		}
+	if err := glob.Check(pattern); err != nil {
+		return invalidf("%s", err)
 	}
 	return nil
 }
@@ -196,8 +170,8 @@ func (c *Client) scan(ctx context.Context, srv *redis.Client, match string, keep
 
 // inspectMany reads the locks names of one server in one pipeline.
 func inspectMany(ctx context.Context, srv *redis.Client, names []string) ([]LockInfo, error) {
-	cmds := (&node{rdb: srv}).pipelined(ctx, len(names), func(i int) (script, []string, []any) {
-		return inspectScript, []string{names[i], names[i] + ":queue", names[i] + ":waits"}, []any{MaxListedWaiters}
+	cmds := (&node{rdb: srv}).pipelined(ctx, len(names), func(i int) (scripts.Script, []string, []any) {
+		return scripts.Inspect, []string{names[i], names[i] + ":queue", names[i] + ":waits"}, []any{MaxListedWaiters}
 	})
 	infos := make([]LockInfo, 0, len(names))
 	for i, cmd := range cmds {
@@ -237,7 +211,7 @@ func (c *Client) keyOf(name string) (string, bool) {
 // background until the Redis client gives up), or ErrClosed after Close.
 func (c *Client) within(ctx context.Context, f func(context.Context) error) error {
 	done := make(chan error, 1)
-	if !c.tasks.run(func() { done <- f(ctx) }) {
+	if !c.tasks.Run(func() { done <- f(ctx) }) {
 		return ErrClosed
 	}
 	select {

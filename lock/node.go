@@ -7,6 +7,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock/internal/health"
+	"github.com/lockkit/lockkit/lock/internal/pipe"
+	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
 // node is one Redis deployment locks are written to: a server, a
@@ -21,21 +25,21 @@ type node struct {
 	ackTimeout time.Duration
 	policy     atomic.Pointer[string] // maxmemory-policy read at New; nil if unknown (see checkEviction)
 
-	// Concurrent script calls share round trips (see pipe). Nil on Redis
+	// Concurrent script calls share round trips (see pipe.Pipe). Nil on Redis
 	// Cluster, where a pipeline would wait for every master it reaches;
 	// with WithReplicaAck, whose WAIT follows each write on its
 	// connection; and in the quorum backend, where a node's command goes on
 	// after the call returned at the majority's answer (see
 	// quorum.lateGrant).
-	pipe *pipe
+	pipe *pipe.Pipe[*hold]
 
 	// claimArg is the claim window of the key's wait queue in ms, boxed
 	// once for script calls: 0 where the backend keeps no queue.
 	claimArg any
 
 	// health is tracked by the quorum backend, which skips a node that
-	// failed repeatedly (see health); nil: the node is always called.
-	health *health
+	// failed repeatedly (see health.Tracker); nil: the node is always called.
+	health *health.Tracker
 }
 
 func newNode(rdb redis.UniversalClient, cfg config) (*node, error) {
@@ -48,31 +52,23 @@ func newNode(rdb redis.UniversalClient, cfg config) (*node, error) {
 	return &node{rdb: rdb, publish: "PUBLISH", acks: cfg.acks, ackTimeout: cfg.ackTimeout}, nil
 }
 
-// run runs s on the keys rk with the arguments argv (see script.run);
+// run runs s on the keys rk with the arguments argv (see scripts.Script.Do);
 // with WithReplicaAck it sends WAIT after it on the same connection, in
 // the same round trip, and fails the command with ErrReplicaAck when too
 // few replicas confirm.
-func (nd *node) run(ctx context.Context, s script, rk redisKeys, argv ...any) *redis.Cmd {
+func (nd *node) run(ctx context.Context, s scripts.Script, rk redisKeys, argv ...any) *redis.Cmd {
 	return nd.runThen(ctx, s, nil, nil, rk, argv...)
 }
 
-// A replied acts on the reply of a script call for hold h as soon as it
-// comes, in the goroutine that reads it (a sender of the pipe, or the
-// call's own), before the caller sees it, and even when the caller has
-// stopped waiting. It returns the wake channel of a waiter to signal, or
-// nil, which is signalled just after the caller is told: Go's scheduler
-// runs the goroutine made ready last first, so the waiter a release hands
-// the key to runs before the releasing caller goes on, and releases
-// sooner. Waking it before telling the caller cost a contended acquisition
-// 6% more time (BenchmarkContended, 8 runs alternated, benchstat: 105.4
-// against 99.4 µs).
-type replied func(h *hold, cmd *redis.Cmd) chan struct{}
+// A replied acts on the reply of a script call for a hold as soon as it
+// comes (see pipe.Replied).
+type replied = pipe.Replied[*hold]
 
 // runThen is run, with then called on the reply (see replied) unless it
 // is nil.
-func (nd *node) runThen(ctx context.Context, s script, h *hold, then replied, rk redisKeys, argv ...any) *redis.Cmd {
+func (nd *node) runThen(ctx context.Context, s scripts.Script, h *hold, then replied, rk redisKeys, argv ...any) *redis.Cmd {
 	if nd.pipe != nil {
-		return nd.pipe.run(ctx, s, h, then, rk, argv)
+		return nd.pipe.Run(ctx, s, h, then, rk.args, argv)
 	}
 	cmd := nd.send(ctx, s, rk.scriptArgs(argv...))
 	if then != nil {
@@ -81,18 +77,15 @@ func (nd *node) runThen(ctx context.Context, s script, h *hold, then replied, rk
 	return cmd
 }
 
-// send sends a script call with args (see script.run) itself, for a node
+// send sends a script call with args (see scripts.Script.Do) itself, for a node
 // without a pipe.
-func (nd *node) send(ctx context.Context, s script, args []any) *redis.Cmd {
+func (nd *node) send(ctx context.Context, s scripts.Script, args []any) *redis.Cmd {
 	if nd.acks == 0 {
-		return s.run(ctx, nd.rdb, args)
+		return s.Do(ctx, nd.rdb, args)
 	}
 	var cmd *redis.Cmd
 	for _, eval := range []bool{false, true} {
-		args[0], args[1] = "evalsha", s.sha
-		if eval {
-			args[0], args[1] = "eval", s.src
-		}
+		s.Command(args, eval)
 		pipe := nd.rdb.Pipeline()
 		cmd = redis.NewCmd(ctx, args...)
 		_ = pipe.Process(ctx, cmd)
@@ -130,7 +123,7 @@ func (nd *node) checkAck(cmd *redis.Cmd, wait *redis.IntCmd) {
 // with its own reply or error. It uses EVALSHA and, when Redis does not
 // know a script, runs the commands that failed so once more with EVAL,
 // which also caches it.
-func (nd *node) pipelined(ctx context.Context, n int, call func(i int) (script, []string, []any)) []*redis.Cmd {
+func (nd *node) pipelined(ctx context.Context, n int, call func(i int) (scripts.Script, []string, []any)) []*redis.Cmd {
 	send := func(idx []int, eval bool) []*redis.Cmd {
 		pipe := nd.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(idx))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock/internal/protocol"
+	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
 // The scripts, as the lock package assembles them, against the protocol
@@ -221,15 +222,15 @@ func (x *crossCheck) call(op protocol.Op) ([]any, error) {
 	var cmd *redis.Cmd
 	switch op.Kind {
 	case protocol.OpAcquire:
-		cmd = acquireScript.run(ctx, x.rdb, x.rk.scriptArgs(op.Owner, lease, op.N, x.claim, int(op.Mode), "PUBLISH"))
+		cmd = scripts.Acquire.Do(ctx, x.rdb, x.rk.scriptArgs(op.Owner, lease, op.N, x.claim, int(op.Mode), "PUBLISH"))
 	case protocol.OpRelease:
-		cmd = releaseScript.run(ctx, x.rdb, x.rk.scriptArgs(op.Owner, op.N, x.claim, "PUBLISH", linger))
+		cmd = scripts.Release.Do(ctx, x.rdb, x.rk.scriptArgs(op.Owner, op.N, x.claim, "PUBLISH", linger))
 	case protocol.OpLeave:
-		cmd = leaveScript.run(ctx, x.rdb, x.rk.scriptArgs(op.Owner, x.claim, "PUBLISH", linger))
+		cmd = scripts.Leave.Do(ctx, x.rdb, x.rk.scriptArgs(op.Owner, x.claim, "PUBLISH", linger))
 	case protocol.OpForce:
-		cmd = forceScript.run(ctx, x.rdb, x.rk.scriptArgs(op.Owner, x.claim, "PUBLISH", forceLinger, op.Expect))
+		cmd = scripts.Force.Do(ctx, x.rdb, x.rk.scriptArgs(op.Owner, x.claim, "PUBLISH", forceLinger, op.Expect))
 	case protocol.OpRenew:
-		cmd = renewScript.run(ctx, x.rdb, []any{"", "", 1, x.rk.lock, op.Owner, lease})
+		cmd = scripts.Renew.Do(ctx, x.rdb, []any{"", "", 1, x.rk.lock, op.Owner, lease})
 	default:
 		return nil, fmt.Errorf("no script for %v", op)
 	}

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // queue holds the waiters of one key in this process, in arrival order,
@@ -147,7 +145,7 @@ func (w *waiters) join(h *hold, subscribe bool) (*queue, *waiter, bool) {
 	w.queues[channel] = q
 	if !w.closed {
 		for _, s := range w.subs {
-			s.ask(channel, true)
+			s.Ask(channel, true)
 		}
 	}
 	return q, me, false
@@ -202,57 +200,59 @@ func (w *waiters) drop(q *queue) {
 	}
 	delete(w.queues, q.channel)
 	for _, s := range w.subs {
-		s.ask(q.channel, false)
+		s.Ask(q.channel, false)
 	}
 }
 
-// dispatch handles a message: "<from> <next> <token> <ms>" hands the key
-// to next, "<from> <next>" gives next the turn; a plain "<from>" (quorum
-// mode) announces a release to the first waiter, unless it is this
-// Client's own, whose waiters were woken already.
-// A confirmed subscription wakes every waiter: the first through ready,
-// later ones (reconnections, when messages may have been missed) here.
-func (w *waiters) dispatch(msg any) {
+// Message handles a message on channel: "<from> <next> <token> <ms>"
+// hands the key to next, "<from> <next>" gives next the turn; a plain
+// "<from>" (quorum mode) announces a release to the first waiter, unless
+// it is this Client's own, whose waiters were woken already.
+func (w *waiters) Message(channel, payload string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch m := msg.(type) {
-	case *redis.Message:
-		q := w.queues[m.Channel]
-		if q == nil {
-			return
-		}
-		from, rest, named := strings.Cut(m.Payload, " ")
-		switch {
-		case named:
-			g := parseTurn(rest)
-			w.noteMessage(g.at)
-			signal(q.turn(g))
-		case !w.c.ownedBy(from) && len(q.list) > 0:
-			signal(q.list[0].wake)
-		}
-	case *redis.Subscription:
-		q := w.queues[m.Channel]
-		if q == nil || (m.Kind != "subscribe" && m.Kind != "ssubscribe") {
-			return
-		}
-		first := false
-		q.readyOnce.Do(func() { close(q.ready); first = true })
-		if !first { // a reconnection: ready was seen long ago
-			for _, wt := range q.list {
-				signal(wt.wake)
-			}
+	q := w.queues[channel]
+	if q == nil {
+		return
+	}
+	from, rest, named := strings.Cut(payload, " ")
+	switch {
+	case named:
+		g := parseTurn(rest)
+		w.noteMessage(g.at)
+		signal(q.turn(g))
+	case !w.c.ownedBy(from) && len(q.list) > 0:
+		signal(q.list[0].wake)
+	}
+}
+
+// Subscribed wakes every waiter of channel's key when Redis confirmed its
+// subscription: the first through ready, later ones (reconnections, when
+// messages may have been missed) here.
+func (w *waiters) Subscribed(channel string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[channel]
+	if q == nil {
+		return
+	}
+	first := false
+	q.readyOnce.Do(func() { close(q.ready); first = true })
+	if !first { // a reconnection: ready was seen long ago
+		for _, wt := range q.list {
+			signal(wt.wake)
 		}
 	}
 }
 
-// recheck wakes every waiter of this Client once: one of its pub/sub
+// Recheck wakes every waiter of this Client once: one of its pub/sub
 // connections left a health-check PING unanswered, so a hand-off or turn
 // told on it may be lost or late, and each waiter's attempt finds out (a
 // hand-off a waiter was given is kept for it a while; see hand_off in
 // queue.lua). Rare, and only while a connection is unhealthy; on Redis
 // Cluster, whose connections carry a channel each, it wakes the waiters of
 // other keys too.
-func (w *waiters) recheck() {
+func (w *waiters) Recheck() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, q := range w.queues {

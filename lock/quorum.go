@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock/internal/health"
 )
 
 // NewQuorum returns a Client that takes every lock on a majority of
@@ -58,7 +59,7 @@ type quorum struct {
 func newQuorum(c *Client, nodes []*node) backend {
 	for _, nd := range nodes {
 		nd.claimArg = int64(0) // no queue
-		nd.health = &health{}
+		nd.health = &health.Tracker{}
 	}
 	return &quorum{c: c, set: nodeSet{nodes: nodes, need: len(nodes)/2 + 1, tasks: c.tasks}}
 }
@@ -179,60 +180,4 @@ func (q *quorum) inspected(key, name string, rs []nodeResult[LockInfo]) (LockInf
 		}
 	}
 	return info, nil
-}
-
-// health tracks a node's failures: a node that failed failLimit times in
-// a row is not called until skipUntil, then once, as a probe (see
-// available). A nil health is never skipped.
-type health struct {
-	mu        sync.Mutex
-	fails     int
-	skipUntil time.Time
-}
-
-// failLimit failures in a row make a node be skipped for downBackoff,
-// after which one call probes it.
-const (
-	failLimit   = 3
-	downBackoff = time.Second
-)
-
-// available reports whether a call should be sent to the node: not while
-// it is skipped after repeated failures, except for one probe each
-// downBackoff.
-func (nh *health) available() bool {
-	if nh == nil {
-		return true
-	}
-	nh.mu.Lock()
-	defer nh.mu.Unlock()
-	if nh.fails < failLimit {
-		return true
-	}
-	now := time.Now()
-	if now.Before(nh.skipUntil) {
-		return false
-	}
-	nh.skipUntil = now.Add(downBackoff) // this call probes it
-	return true
-}
-
-// observe records the outcome of a call: an error that is not Redis's
-// reply (no answer in time, no connection) counts as a failure of the
-// node; anything else makes it healthy again.
-func (nh *health) observe(err error) {
-	if nh == nil {
-		return
-	}
-	var re redis.Error
-	failed := err != nil && !errors.As(err, &re)
-	nh.mu.Lock()
-	defer nh.mu.Unlock()
-	if !failed {
-		nh.fails = 0
-		return
-	}
-	if nh.fails++; nh.fails == failLimit {
-		nh.skipUntil = time.Now().Add(downBackoff)
-	}
 }

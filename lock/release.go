@@ -126,7 +126,7 @@ func unlockContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func (h *hold) unlockRelease(ctx context.Context, n int) error {
 	err := h.release(ctx, n)
 	if err != nil && err != ErrLost && n == 0 {
-		h.c.jan.abandon(h, true, 0) // not confirmed: the janitor tries until Redis answers
+		h.c.abandon(h, true, 0) // not confirmed: the janitor tries until Redis answers
 	}
 	if err != nil && err != ErrLost && ctx.Err() != nil {
 		if h.c.isClosed() {
@@ -170,7 +170,7 @@ func (l *level) abandon(ctx context.Context) error {
 	}
 	h.mu.Unlock()
 	if last {
-		h.c.jan.abandon(h, true, 0)
+		h.c.abandon(h, true, 0)
 	}
 	for _, x := range ended[1:] {
 		x.cancel(errOuterUnlocked)

@@ -3,6 +3,8 @@ package lock
 import (
 	"context"
 	"fmt"
+
+	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
 // renewChunk is how many leases one renew.lua call extends on a single
@@ -41,10 +43,10 @@ func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 	for lo := 0; lo < len(renewed); lo += chunk {
 		parts = append(parts, renewed[lo:min(lo+chunk, len(renewed))])
 	}
-	cmds := nd.pipelined(ctx, len(parts), func(i int) (script, []string, []any) {
+	cmds := nd.pipelined(ctx, len(parts), func(i int) (scripts.Script, []string, []any) {
 		if i < confirms {
 			h := parts[i][0]
-			return acquireScript, h.rk.keys(), []any{h.ownerArg, h.leaseArg, 1, nd.claimArg, confirm, nd.publish}
+			return scripts.Acquire, h.rk.keys(), []any{h.ownerArg, h.leaseArg, 1, nd.claimArg, confirm, nd.publish}
 		}
 		keys := make([]string, len(parts[i]))
 		args := make([]any, 0, 2*len(parts[i]))
@@ -52,7 +54,7 @@ func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 			keys[j] = h.rk.lock
 			args = append(args, h.ownerArg, h.leaseArg)
 		}
-		return renewScript, keys, args
+		return scripts.Renew, keys, args
 	})
 	states := make(map[*hold]leaseState, len(batch))
 	for i, cmd := range cmds {

@@ -3,6 +3,8 @@ package lock
 import (
 	"context"
 	"fmt"
+
+	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
 // acquire runs acquire.lua: it moves h's owner to hold count n and returns
@@ -13,7 +15,7 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64
 	if wait {
 		w = 1
 	}
-	v, err := nd.run(ctx, acquireScript, h.rk, h.ownerArg, h.leaseArg, n, nd.claimArg, w, nd.publish).Int64Slice()
+	v, err := nd.run(ctx, scripts.Acquire, h.rk, h.ownerArg, h.leaseArg, n, nd.claimArg, w, nd.publish).Int64Slice()
 	if err == nil && (len(v) < 2 || len(v) > 4) {
 		err = fmt.Errorf("unexpected reply %v", v)
 	}
@@ -25,12 +27,12 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64
 // handed. then, unless nil, acts on the reply as soon as it comes (see
 // replied).
 func (nd *node) release(ctx context.Context, h *hold, n int, then replied) (released, error) {
-	return parseReleased(nd.runThen(ctx, releaseScript, h, then, h.rk, h.ownerArg, n, nd.claimArg, nd.publish, h.lingerArg))
+	return parseReleased(nd.runThen(ctx, scripts.Release, h, then, h.rk, h.ownerArg, n, nd.claimArg, nd.publish, h.lingerArg))
 }
 
 // leave runs leave.lua: h's owner stopped waiting.
 func (nd *node) leave(ctx context.Context, h *hold) error {
-	return nd.run(ctx, leaveScript, h.rk, h.ownerArg, nd.claimArg, nd.publish, h.lingerArg).Err()
+	return nd.run(ctx, scripts.Leave, h.rk, h.ownerArg, nd.claimArg, nd.publish, h.lingerArg).Err()
 }
 
 // Modes of acquire.lua besides an attempt: a confirmation sets the lease
@@ -49,8 +51,8 @@ func (nd *node) releaseAll(ctx context.Context, holds []*hold) {
 	for _, h := range holds {
 		h.releasing.Store(true)
 	}
-	nd.pipelined(ctx, len(holds), func(i int) (script, []string, []any) {
+	nd.pipelined(ctx, len(holds), func(i int) (scripts.Script, []string, []any) {
 		h := holds[i]
-		return releaseScript, h.rk.keys(), []any{h.ownerArg, 0, nd.claimArg, nd.publish, h.lingerArg}
+		return scripts.Release, h.rk.keys(), []any{h.ownerArg, 0, nd.claimArg, nd.publish, h.lingerArg}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
 // BenchmarkScripts is the two scripts of an uncontended Lock and unlock
@@ -24,10 +25,10 @@ func BenchmarkScripts(b *testing.B) {
 	var lease, claim, publish, linger any = DefaultLease.Milliseconds(), claimWindow.Milliseconds(), "PUBLISH", int64(1000)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := acquireScript.run(ctx, rdb, rk.scriptArgs(owner, lease, 1, claim, 1, publish)).Err(); err != nil {
+		if err := scripts.Acquire.Do(ctx, rdb, rk.scriptArgs(owner, lease, 1, claim, 1, publish)).Err(); err != nil {
 			b.Fatal(err)
 		}
-		if err := releaseScript.run(ctx, rdb, rk.scriptArgs(owner, 0, claim, publish, linger)).Err(); err != nil {
+		if err := scripts.Release.Do(ctx, rdb, rk.scriptArgs(owner, 0, claim, publish, linger)).Err(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock/internal/pipe"
 )
 
 // single is the backend of [New]: one Redis deployment, whose wait queue
@@ -23,7 +25,7 @@ func newSingle(c *Client, nodes []*node) backend {
 	nd.claimArg = claimWindow.Milliseconds()
 	s := &single{c: c, nd: nd, set: nodeSet{nodes: nodes, need: 1, tasks: c.tasks}}
 	if !nd.sharded && nd.acks == 0 {
-		nd.pipe = newPipe(nd, c.tasks, c.life)
+		nd.pipe = pipe.New[*hold](nd.rdb, c.tasks, c.life)
 		s.set.inline = nd
 	}
 	s.then = s.releaseReplied

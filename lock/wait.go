@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/lockkit/lockkit/lock/internal/pubsub"
 )
 
 // claimWindow is how long a free lock is kept for the first queued waiter,
@@ -25,8 +27,8 @@ const linger = time.Second
 // them wakes the first waiter.
 type waiters struct {
 	c      *Client
-	subs   []*subscriber // per node
-	mu     sync.Mutex    // never held over a Redis call
+	subs   []*pubsub.Subscriber // per node
+	mu     sync.Mutex           // never held over a Redis call
 	queues map[string]*queue
 	checks map[string]*pendingCheck // by lock key: a check due after a hand-off (see checkLater)
 	closed bool
@@ -43,7 +45,7 @@ type waiters struct {
 func newWaiters(c *Client) *waiters {
 	w := &waiters{c: c, queues: make(map[string]*queue), checks: make(map[string]*pendingCheck)}
 	for _, nd := range c.be.nodes().nodes {
-		w.subs = append(w.subs, newSubscriber(w, nd))
+		w.subs = append(w.subs, pubsub.New(c.life, nd.rdb, nd.sharded, c.tasks, w, claimWindow))
 	}
 	return w
 }

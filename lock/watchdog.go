@@ -135,10 +135,10 @@ func (w *watchdog) run() {
 		}
 		batch, expired := w.due(time.Now())
 		if len(batch) > 0 {
-			w.c.tasks.run(func() { w.renew(batch) })
+			w.c.tasks.Run(func() { w.renew(batch) })
 		}
 		if len(expired) > 0 {
-			w.c.tasks.run(func() {
+			w.c.tasks.Run(func() {
 				for _, h := range expired {
 					h.expire()
 				}
@@ -193,7 +193,7 @@ func (w *watchdog) due(now time.Time) (batch, expired []*hold) {
 func (w *watchdog) renew(batch []*hold) {
 	groups := w.c.be.groups(w.c.life, batch)
 	for _, g := range groups[1:] {
-		w.c.tasks.run(func() { w.renewGroup(g) })
+		w.c.tasks.Run(func() { w.renewGroup(g) })
 	}
 	w.renewGroup(groups[0])
 }

@@ -1,4 +1,6 @@
-package lock
+// Package janitor cleans up, in the background, after lock owners that
+// nobody will use, until Redis confirmed the cleanup twice.
+package janitor
 
 import (
 	"context"
@@ -18,11 +20,11 @@ const (
 	// never after the second.
 	settle = 250 * time.Millisecond
 
-	// cleanupTimeout bounds one cleanup call.
-	cleanupTimeout = time.Second
+	// CleanupTimeout bounds one cleanup call.
+	CleanupTimeout = time.Second
 )
 
-// janitor makes sure that owners nobody will use neither hold their key
+// A Janitor makes sure that owners nobody will use neither hold their key
 // nor wait in its queue: an attempt or a wait cut short by the caller's
 // deadline (its command may still run in Redis, late), an acquisition that
 // reached only a minority or came too late, an unlock Redis did not
@@ -32,12 +34,17 @@ const (
 // again. At Close it waits for the calls Close ended to hand it what they
 // owe Redis (a waiter's leaving the queue), and goes on with what is
 // pending (an attempt Close cut off, say) until Close's deadline, then
-// stops; Close waits for it.
-type janitor struct {
-	c       *Client
+// stops; Close waits for it. H is an owner to clean up after (the lock's
+// hold).
+type Janitor[H comparable] struct {
+	life    context.Context  // the Client's: ends at Close
+	closeBy func() time.Time // when Close returns at the latest; read once life ended
+	busy    func() bool      // whether a call Close ended may still hand over a cleanup
+	clean   func(ctx context.Context, h H, mayHold bool) bool
+
 	mu      sync.Mutex
-	pending map[*hold]*chore
-	stopped bool          // run has returned: cleanups run on their own
+	pending map[H]*chore
+	stopped bool          // Run has returned: cleanups run on their own
 	kick    chan struct{} // capacity 1
 }
 
@@ -48,23 +55,26 @@ type chore struct {
 	done      chan struct{} // closed then
 }
 
-func newJanitor(c *Client) *janitor {
-	return &janitor{c: c, pending: make(map[*hold]*chore), kick: make(chan struct{}, 1)}
+// New returns a Janitor of the Client whose life ends at Close. clean
+// takes h's owner out of its key's wait queue and, with mayHold, releases
+// its hold, under ctx; it reports whether Redis confirmed it. closeBy
+// tells, once life ended, when Close returns at the latest; busy whether
+// a call that Close ended may still hand over a cleanup.
+func New[H comparable](life context.Context, clean func(ctx context.Context, h H, mayHold bool) bool, closeBy func() time.Time, busy func() bool) *Janitor[H] {
+	return &Janitor[H]{life: life, clean: clean, closeBy: closeBy, busy: busy,
+		pending: make(map[H]*chore), kick: make(chan struct{}, 1)}
 }
 
-// abandon hands h's owner to the janitor and waits up to wait for Redis to
+// Abandon hands h's owner to the janitor and waits up to wait for Redis to
 // confirm the first cleanup, so that in the common case the caller returns
 // with the key and queue already cleaned. mayHold tells that the owner may
 // hold the key, or come to hold it when a command still under way runs;
 // otherwise it is only taken out of the wait queue.
-func (j *janitor) abandon(h *hold, mayHold bool, wait time.Duration) {
-	if !mayHold && !h.c.be.queued() {
-		return // no queue to leave
-	}
+func (j *Janitor[H]) Abandon(h H, mayHold bool, wait time.Duration) {
 	j.mu.Lock()
 	if j.stopped {
 		j.mu.Unlock()
-		go cleanOnce(h, mayHold)
+		go j.cleanOnce(h, mayHold)
 		return
 	}
 	ch := j.pending[h]
@@ -74,7 +84,7 @@ func (j *janitor) abandon(h *hold, mayHold bool, wait time.Duration) {
 	}
 	ch.mayHold = ch.mayHold || mayHold
 	j.mu.Unlock()
-	signal(j.kick)
+	j.Kick()
 	if wait <= 0 {
 		return
 	}
@@ -83,22 +93,33 @@ func (j *janitor) abandon(h *hold, mayHold bool, wait time.Duration) {
 	select {
 	case <-ch.done:
 	case <-t.C:
-	case <-j.c.life.Done():
+	case <-j.life.Done():
 	}
 }
 
-func (j *janitor) run() {
+// Kick has the janitor look at what is pending now: the last call that
+// Close ended calls it, once it handed over its cleanup.
+func (j *Janitor[H]) Kick() {
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run cleans up until Close's deadline, or until the Client is closed and
+// nothing is left to clean nor still to be handed over.
+func (j *Janitor[H]) Run() {
 	defer j.stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
-	life := j.c.life.Done()
+	life := j.life.Done()
 	var closing <-chan time.Time
 	for {
 		select {
 		case <-life:
 			life = nil
-			t := time.NewTimer(time.Until(j.c.closeBy))
+			t := time.NewTimer(time.Until(j.closeBy()))
 			defer t.Stop()
 			closing = t.C
 		case <-closing:
@@ -108,7 +129,7 @@ func (j *janitor) run() {
 		}
 		if j.sweep() {
 			retry.Reset(janitorRetry)
-		} else if life == nil && !j.c.callsUnderWay() {
+		} else if life == nil && !j.busy() {
 			return // closed, nothing left, and no call that Close ended still to hand over its cleanup
 		}
 	}
@@ -116,33 +137,33 @@ func (j *janitor) run() {
 
 // stop hands what is still pending, and what comes later (an acquisition
 // Close could not cut off, finishing after it), to cleanOnce.
-func (j *janitor) stop() {
+func (j *Janitor[H]) stop() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.stopped = true
 	for h, ch := range j.pending {
 		if ch.confirmed.IsZero() {
-			go cleanOnce(h, ch.mayHold)
+			go j.cleanOnce(h, ch.mayHold)
 		}
 	}
 	clear(j.pending)
 }
 
 // cleanOnce is a cleanup after the janitor stopped: one try, bounded by
-// cleanupTimeout and the Redis client's own timeouts; if it fails, a key
+// CleanupTimeout and the Redis client's own timeouts; if it fails, a key
 // the owner may hold lapses with its lease.
-func cleanOnce(h *hold, mayHold bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.c.life), cleanupTimeout)
+func (j *Janitor[H]) cleanOnce(h H, mayHold bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(j.life), CleanupTimeout)
 	defer cancel()
-	h.clean(ctx, mayHold)
+	j.clean(ctx, h, mayHold)
 }
 
 // sweep runs the cleanups that are due and reports whether any is left.
 // It stops at the first that Redis does not confirm: the others would wait
 // for the same Redis.
-func (j *janitor) sweep() bool {
+func (j *Janitor[H]) sweep() bool {
 	j.mu.Lock()
-	due := make(map[*hold]*chore, len(j.pending))
+	due := make(map[H]*chore, len(j.pending))
 	for h, ch := range j.pending {
 		if ch.confirmed.IsZero() || time.Since(ch.confirmed) >= settle {
 			due[h] = ch
@@ -153,12 +174,12 @@ func (j *janitor) sweep() bool {
 		j.mu.Lock()
 		mayHold := ch.mayHold
 		j.mu.Unlock()
-		deadline := time.Now().Add(cleanupTimeout)
-		if j.c.isClosed() {
-			deadline = j.c.closeBy
+		deadline := time.Now().Add(CleanupTimeout)
+		if j.life.Err() != nil {
+			deadline = j.closeBy()
 		}
-		ctx, cancel := context.WithDeadline(context.WithoutCancel(j.c.life), deadline)
-		ok := h.clean(ctx, mayHold)
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(j.life), deadline)
+		ok := j.clean(ctx, h, mayHold)
 		cancel()
 		if !ok {
 			break
@@ -179,15 +200,4 @@ func (j *janitor) sweep() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return len(j.pending) > 0
-}
-
-// clean takes h's owner out of the key's wait queue, passing on a turn it
-// had, and with mayHold releases its hold on the key, if any. It reports
-// whether enough nodes answered to know that the owner blocks nothing (the
-// one node, or a majority).
-func (h *hold) clean(ctx context.Context, mayHold bool) bool {
-	if mayHold && !h.c.be.nodes().settled(h.releaseVotes(ctx, 0)) {
-		return false
-	}
-	return h.c.be.leave(ctx, h)
 }

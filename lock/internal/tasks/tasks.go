@@ -1,4 +1,6 @@
-package lock
+// Package tasks runs a lock Client's goroutines, reusing idle ones, and
+// lets Close wait for them.
+package tasks
 
 import (
 	"sync"
@@ -12,11 +14,11 @@ const (
 	maxIdle    = 4
 )
 
-// tasks runs the Client's goroutines and lets Close wait for them. A
+// Runner runs the Client's goroutines and lets Close wait for them. A
 // goroutine that finished its function waits for another for a while, so
 // that the short Redis calls of steady traffic reuse goroutines whose
 // stacks have grown instead of starting new ones.
-type tasks struct {
+type Runner struct {
 	mu     sync.Mutex
 	closed bool
 	idle   int // goroutines waiting for work
@@ -24,13 +26,14 @@ type tasks struct {
 	work   chan func() // unbuffered: taken by a goroutine waiting for work; closed by close
 }
 
-func newTasks() *tasks {
-	return &tasks{work: make(chan func())}
+// New returns a Runner that runs functions until Close.
+func New() *Runner {
+	return &Runner{work: make(chan func())}
 }
 
-// run runs f in a goroutine and reports true, or reports false once the
-// Client is closed.
-func (t *tasks) run(f func()) bool {
+// Run runs f in a goroutine and reports true, or reports false once the
+// Runner is closed.
+func (t *Runner) Run(f func()) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -47,11 +50,11 @@ func (t *tasks) run(f func()) bool {
 }
 
 // loop runs f, then whatever run hands it while it waits, until it was
-// idle for idleWorker, enough others wait, or the Client closes. Its one
+// idle for idleWorker, enough others wait, or the Runner closes. Its one
 // timer is not reset for every function: when it fires early (the
 // goroutine worked meanwhile) it is set again for the rest of the idle
 // time.
-func (t *tasks) loop(f func()) {
+func (t *Runner) loop(f func()) {
 	defer t.wg.Done()
 	var timer *time.Timer
 	for ok := true; ok; {
@@ -76,8 +79,8 @@ func (t *tasks) loop(f func()) {
 }
 
 // await waits for a function to run, until the goroutine has been idle
-// since idleSince for idleWorker or the Client closes (ok false).
-func (t *tasks) await(timer *time.Timer, idleSince time.Time) (f func(), ok bool) {
+// since idleSince for idleWorker or the Runner closes (ok false).
+func (t *Runner) await(timer *time.Timer, idleSince time.Time) (f func(), ok bool) {
 	for {
 		select {
 		case f, ok = <-t.work:
@@ -92,10 +95,11 @@ func (t *tasks) await(timer *time.Timer, idleSince time.Time) (f func(), ok bool
 	}
 }
 
-// close stops new goroutines and waits up to limit for those running; it
+// Close stops new goroutines and waits up to limit for those running; it
 // reports whether they all ended. One still waiting for a Redis that does
-// not answer ends when the Redis client gives up.
-func (t *tasks) close(limit time.Duration) bool {
+// not answer ends when the Redis client gives up. Close may be called
+// more than once.
+func (t *Runner) Close(limit time.Duration) bool {
 	t.mu.Lock()
 	if !t.closed {
 		t.closed = true

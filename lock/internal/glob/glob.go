@@ -1,16 +1,27 @@
-package lock
+// Package glob matches keys against Redis glob patterns as Redis does, and
+// turns a pattern over keys into a SCAN pattern over the names that store
+// them.
+package glob
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
-// scanMatch turns pattern, a glob over user keys, into a SCAN MATCH
-// pattern over lock hash names that matches at least every lock whose key
-// matches: literal bytes are escaped as the key's hash tag escapes them
-// (then for the glob), and since '?' and a class may stand for a byte
-// stored as three ('%' as "%25"), each becomes '*'. The scan's names are
-// then filtered with globMatch on their keys.
-func scanMatch(prefix, pattern string) string {
+// escaper escapes the characters that SCAN's MATCH would read as a
+// pattern.
+var escaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+
+// ScanMatch turns pattern, a glob over keys, into a SCAN MATCH pattern
+// over the lock hash names prefix:{tag} that matches at least every name
+// whose key matches, where tag is the key escaped with tag: literal bytes
+// are escaped as tag escapes them (then for the glob), and since '?' and a
+// class may stand for a byte stored as several ('%' as "%25"), each
+// becomes '*'. The scan's names are then filtered with Match on their
+// keys.
+func ScanMatch(prefix, pattern string, tag *strings.Replacer) string {
 	var b strings.Builder
-	b.WriteString(globEscaper.Replace(prefix) + ":{")
+	b.WriteString(escaper.Replace(prefix) + ":{")
 	star := false // the last thing written is a '*'
 	wild := func() {
 		if !star {
@@ -30,7 +41,7 @@ func scanMatch(prefix, pattern string) string {
 		case '\\':
 			i = min(i+1, len(pattern)-1)
 		}
-		b.WriteString(globEscaper.Replace(tagEscaper.Replace(pattern[i : i+1])))
+		b.WriteString(escaper.Replace(tag.Replace(pattern[i : i+1])))
 		star = false
 	}
 	b.WriteByte('}')
@@ -50,11 +61,11 @@ func classLen(p string) int {
 	return min(i+1, len(p))
 }
 
-// globMatch reports whether s matches pattern as Redis matches a glob
+// Match reports whether s matches pattern as Redis matches a glob
 // (byte by byte): '*' any bytes, '?' one byte, [abc], [^abc] and [a-z]
 // one byte of a class, '\' escapes the byte after it. It backtracks to
 // the last '*' only, so it runs in time linear in len(pattern)*len(s).
-func globMatch(pattern, s string) bool {
+func Match(pattern, s string) bool {
 	p, i := 0, 0
 	starP, starI := -1, 0
 	for i < len(s) {
@@ -120,4 +131,42 @@ func matchClass(p string, c byte) (int, bool) {
 		}
 	}
 	return min(i+1, len(p)), in != not
+}
+
+// Check reports an error for a pattern that Match and Redis would read
+// differently: a '[' without its ']', a trailing '\', a class ending in
+// '-' (Redis reads a range up to the ']' and goes on).
+func Check(pattern string) error {
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '\\':
+			if i == len(pattern)-1 {
+				return fmt.Errorf("pattern %q ends in an escape '\\'", pattern)
+			}
+			i++
+		case '[': // read as matchClass and Redis read it
+			j := i + 1
+			if j < len(pattern) && pattern[j] == '^' {
+				j++
+			}
+			for j < len(pattern) && pattern[j] != ']' {
+				switch {
+				case pattern[j] == '\\':
+					j += 2
+				case j+2 < len(pattern) && pattern[j+1] == '-':
+					if pattern[j+2] == ']' { // Redis would read a range up to ']' and go on
+						return fmt.Errorf("pattern %q: a class ends in '-' (put the '-' first or escape it)", pattern)
+					}
+					j += 3
+				default:
+					j++
+				}
+			}
+			if j >= len(pattern) {
+				return fmt.Errorf("pattern %q has a '[' without its ']'", pattern)
+			}
+			i = j
+		}
+	}
+	return nil
 }
