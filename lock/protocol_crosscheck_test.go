@@ -41,7 +41,7 @@ func TestScriptsFollowTheModel(t *testing.T) {
 			if c.NoQueue {
 				claim = 0
 			}
-			x := newCrossCheck(t, rdb, fmt.Sprintf("case%d", i), claim, 5)
+			x := newCrossCheck(t, rdb, fmt.Sprintf("case%d", i), claim, 7)
 			for j, op := range c.Ops {
 				if err := x.apply(op); err != nil {
 					t.Fatalf("event %d of %v: %v", j, c.Ops, err)

@@ -118,6 +118,13 @@ var Cases = []Case{
 		State: Handed, Owner: "c3:1", Reply: 0, Told: []string{"c3 hand-off c2:1->c3:1"},
 	},
 	{
+		Name: "reserved/lapsed receiver's release tells every queued Client, not only watchers",
+		Ops: then(twoWaiting, WaitOp("c4:1"), WaitOp("c5:1"), WaitOp("c6:1"), WaitOp("c7:1"),
+			ReleaseOp("c1:1", 0), LapseOp(CaseClaim+1), ReleaseOp("c2:1", 0)),
+		State: Handed, Owner: "c3:1", Reply: 0,
+		Told: []string{"c3 hand-off c2:1->c3:1", "c4 hand-off c2:1->c3:1", "c5 hand-off c2:1->c3:1", "c6 hand-off c2:1->c3:1", "c7 hand-off c2:1->c3:1"},
+	},
+	{
 		Name:  "missed/a lapsed receiver's release handed to a dead waiter: one window",
 		Ops:   then(twoWaiting, DieOp("c3"), ReleaseOp("c1:1", 0), LapseOp(CaseClaim+1), ReleaseOp("c2:1", 0), LapseOp(CaseClaim+1), TryOp("c4:1")),
 		State: Held, Owner: "c4:1", Reply: 1,
