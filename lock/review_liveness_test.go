@@ -187,7 +187,9 @@ func killChild(cmd *exec.Cmd) {
 
 // proxy forwards TCP connections to a Redis server. Frozen, it forwards
 // nothing in either direction and closes nothing: every connection through
-// it is half-open, as behind a network partition, until it thaws.
+// it is half-open, as behind a network partition, until it thaws. What
+// was held by the freeze goes on when it thaws, later by the delay thawLate
+// gives, so that bytes sent after the thaw can overtake it.
 type proxy struct {
 	ln     net.Listener
 	target string
@@ -195,6 +197,9 @@ type proxy struct {
 
 	mu     sync.Mutex
 	thawed chan struct{} // closed while not frozen
+	late   time.Duration // how long held bytes wait after the thaw
+	drop   string        // a reply from Redis to drop once, cutting its connection
+	cut    chan struct{} // closed once drop was dropped
 	conns  []net.Conn
 	closed bool
 }
@@ -245,13 +250,14 @@ func (p *proxy) accept() {
 		p.conns = append(p.conns, in, out)
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(out, in)
-		go p.pipe(in, out)
+		go p.pipe(out, in, false)
+		go p.pipe(in, out, true)
 	}
 }
 
-// pipe copies src to dst, holding what it read while p is frozen.
-func (p *proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, holding what it read while p is frozen;
+// fromRedis tells that src is the connection to Redis.
+func (p *proxy) pipe(dst, src net.Conn, fromRedis bool) {
 	defer p.wg.Done()
 	defer dst.Close()
 	defer src.Close()
@@ -262,7 +268,18 @@ func (p *proxy) pipe(dst, src net.Conn) {
 			p.mu.Lock()
 			thawed := p.thawed
 			p.mu.Unlock()
-			<-thawed
+			select {
+			case <-thawed:
+			default:
+				<-thawed
+				p.mu.Lock()
+				late := p.late
+				p.mu.Unlock()
+				time.Sleep(late)
+			}
+			if fromRedis && p.dropped(buf[:n]) {
+				return
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -271,6 +288,27 @@ func (p *proxy) pipe(dst, src net.Conn) {
 			return
 		}
 	}
+}
+
+// dropReply makes p drop the next reply from Redis that is exactly
+// reply, and close its connection, as if the network had cut it: the
+// command ran, its caller never learns how. The channel is closed then.
+func (p *proxy) dropReply(reply string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drop, p.cut = reply, make(chan struct{})
+	return p.cut
+}
+
+func (p *proxy) dropped(b []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drop == "" || string(b) != p.drop {
+		return false
+	}
+	p.drop = ""
+	close(p.cut)
+	return true
 }
 
 // freeze stops forwarding: bytes in flight are held until thaw.
@@ -285,9 +323,14 @@ func (p *proxy) freeze() {
 }
 
 // thaw forwards again, what was held first.
-func (p *proxy) thaw() {
+func (p *proxy) thaw() { p.thawLate(0) }
+
+// thawLate forwards again at once what is sent from now on, and what the
+// freeze held after late.
+func (p *proxy) thawLate(late time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.late = late
 	select {
 	case <-p.thawed:
 	default:
