@@ -28,66 +28,89 @@ const claim = time.Second
 // ... a stalled receiver's late release do"): the key is handed to waiter
 // A, whose Client then stalls (its connections go silent, half-open, not
 // closed) past the claim window, so A loses the hand-off unconfirmed. The
-// next waiter B belongs to a process SIGKILLed before the hand-off; a live
-// waiter L of a third Client queues behind it. Once the hand-off lapsed in
-// Redis, A's Client answers again and A unlocks (ErrLost). L must hold the
-// key within two claim windows of that unlock.
+// next waiters belong to processes SIGKILLed before the hand-off; a live
+// waiter L of another Client queues behind them. Once the hand-off lapsed
+// in Redis, A's Client answers again and A unlocks (ErrLost). L must hold
+// the key within two claim windows of that unlock, also when the Client
+// that handed the key to A closed right after.
 func TestLostReceiverUnlockPassesKeyOn(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	ctx := context.Background()
-	key := "review-lost-receiver-" + randKey()
-	rk := redisKeysOf(key)
+	for _, tc := range []struct {
+		name           string
+		dead           int  // next waiters, each of its own killed process
+		releaserCloses bool // the Client that handed the key to A closes after its unlock
+	}{
+		{name: "one dead next waiter", dead: 1},
+		{name: "two dead next waiters", dead: 2},
+		{name: "releasing Client closed", dead: 1, releaserCloses: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			rdb := srv.Client(t)
+			ctx := context.Background()
+			key := "review-lost-receiver-" + randKey()
+			rk := redisKeysOf(key)
 
-	x := newLockClient(t, srv.Client(t))
-	_, unlockX, err := x.Lock(ctx, key, lock.WithLease(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := startProxy(t, srv.Addr)
-	a := newLockClient(t, px.client(t))
-	gotA := lockInBackground(a, ctx, key, lock.WithMaxWait(30*time.Second))
-	waitQueueLen(t, rdb, rk, 1)
-	b := startWaiterChild(t, srv.Addr, key, 2)
-	l := lockInBackground(newLockClient(t, srv.Client(t)), ctx, key, lock.WithMaxWait(30*time.Second))
-	waitQueueLen(t, rdb, rk, 3)
-	queue := rdb.LRange(ctx, rk.queue, 0, -1).Val()
-	killChild(b)
+			x := newLockClient(t, srv.Client(t))
+			_, unlockX, err := x.Lock(ctx, key, lock.WithLease(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			px := startProxy(t, srv.Addr)
+			a := newLockClient(t, px.client(t))
+			gotA := lockInBackground(a, ctx, key, lock.WithMaxWait(30*time.Second))
+			waitQueueLen(t, rdb, rk, 1)
+			var dead []*exec.Cmd
+			for i := range tc.dead {
+				dead = append(dead, startWaiterChild(t, srv.Addr, key, i+2))
+			}
+			l := lockInBackground(newLockClient(t, srv.Client(t)), ctx, key, lock.WithMaxWait(30*time.Second))
+			waitQueueLen(t, rdb, rk, int64(tc.dead+2))
+			queue := rdb.LRange(ctx, rk.queue, 0, -1).Val()
+			for _, p := range dead {
+				killChild(p)
+			}
 
-	if err := unlockX(); err != nil { // hands the key to A
-		t.Fatal(err)
-	}
-	handed := time.Now()
-	resA := <-gotA
-	px.freeze() // A's Client stalls: its confirmation never reaches Redis
-	if resA.err != nil {
-		t.Fatalf("A: %v", resA.err)
-	}
-	<-resA.ctx.Done() // A's validity ran out unconfirmed
-	if cause := context.Cause(resA.ctx); !errors.Is(cause, lock.ErrLost) {
-		t.Fatalf("A's hold ended with %v, want ErrLost", cause)
-	}
-	waitGone(t, rdb, rk.hash, handed.Add(3*claim)) // the hand-off lapsed in Redis
-	if !rdb.HExists(ctx, rk.waits, queue[0]).Val() {
-		t.Fatalf("premise: A (%s) no longer in the waits hash %v after the hand-off", queue[0], time.Since(handed))
-	}
-	px.thaw()
-	if err := resA.unlock(); !errors.Is(err, lock.ErrLost) {
-		t.Errorf("unlock of the lost receiver: %v, want ErrLost", err)
-	}
-	unlocked := time.Now()
-	t.Logf("A unlocked %v after the hand-off; queue was %q", unlocked.Sub(handed), queue)
+			if err := unlockX(); err != nil { // hands the key to A
+				t.Fatal(err)
+			}
+			handed := time.Now()
+			if tc.releaserCloses {
+				_ = x.Close()
+			}
+			resA := <-gotA
+			px.freeze() // A's Client stalls: its confirmation never reaches Redis
+			if resA.err != nil {
+				px.thaw()
+				t.Fatalf("A: %v", resA.err)
+			}
+			<-resA.ctx.Done() // A's validity ran out unconfirmed
+			if cause := context.Cause(resA.ctx); !errors.Is(cause, lock.ErrLost) {
+				t.Fatalf("A's hold ended with %v, want ErrLost", cause)
+			}
+			waitGone(t, rdb, rk.hash, handed.Add(3*claim)) // the hand-off lapsed in Redis
+			if !rdb.HExists(ctx, rk.waits, queue[0]).Val() {
+				px.thaw()
+				t.Fatalf("premise: A (%s) no longer in the waits hash %v after the hand-off", queue[0], time.Since(handed))
+			}
+			px.thaw()
+			if err := resA.unlock(); !errors.Is(err, lock.ErrLost) {
+				t.Errorf("unlock of the lost receiver: %v, want ErrLost", err)
+			}
+			unlocked := time.Now()
+			t.Logf("A unlocked %v after the hand-off; queue was %q", unlocked.Sub(handed), queue)
 
-	resL := <-l
-	if resL.err != nil {
-		t.Fatalf("L: %v", resL.err)
+			resL := <-l
+			if resL.err != nil {
+				t.Fatalf("L: %v", resL.err)
+			}
+			took := resL.at.Sub(unlocked)
+			t.Logf("L holds the key %v after A's unlock", took)
+			if took > 2*claim {
+				t.Errorf("L held the key %v after the lost receiver's unlock, want within two claim windows (%v)", took, 2*claim)
+			}
+			_ = resL.unlock()
+		})
 	}
-	took := resL.at.Sub(unlocked)
-	t.Logf("L holds the key %v after A's unlock", took)
-	if took > 2*claim {
-		t.Errorf("L held the key %v after the lost receiver's unlock, want within two claim windows (%v)", took, 2*claim)
-	}
-	_ = resL.unlock()
 }
 
 // redisKeys are the Redis keys of a lock with the default prefix
