@@ -128,6 +128,9 @@ func TestLostReceiverNeverSharesKey(t *testing.T) {
 				}
 			}
 			wg.Wait()
+			if at := px.heldSentAt(); !at.After(unlocked) {
+				t.Errorf("premise: what A's Client sent during the silence reached Redis %v after A's unlock, want after", at.Sub(unlocked))
+			}
 
 			var got []span
 			for _, s := range spans.sorted() {

@@ -221,6 +221,7 @@ type proxy struct {
 	mu     sync.Mutex
 	thawed chan struct{} // closed while not frozen
 	late   time.Duration // how long held bytes wait after the thaw
+	sentAt time.Time     // when the last held bytes to Redis went on
 	drop   string        // a reply from Redis to drop once, cutting its connection
 	cut    chan struct{} // closed once drop was dropped
 	conns  []net.Conn
@@ -291,9 +292,11 @@ func (p *proxy) pipe(dst, src net.Conn, fromRedis bool) {
 			p.mu.Lock()
 			thawed := p.thawed
 			p.mu.Unlock()
+			held := false
 			select {
 			case <-thawed:
 			default:
+				held = true
 				<-thawed
 				p.mu.Lock()
 				late := p.late
@@ -306,11 +309,24 @@ func (p *proxy) pipe(dst, src net.Conn, fromRedis bool) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
+			if !fromRedis && held {
+				p.mu.Lock()
+				p.sentAt = time.Now()
+				p.mu.Unlock()
+			}
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// heldSentAt is when the last bytes to Redis that a freeze held went on
+// (zero if none did).
+func (p *proxy) heldSentAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sentAt
 }
 
 // dropReply makes p drop the next reply from Redis that is exactly
