@@ -13,8 +13,10 @@ import (
 // of the network between a client and Redis, each switched on by a
 // method: pub/sub connections that go half-open (what either side sends
 // is read and thrown away, and nobody is told, as a NAT that dropped a
-// connection's state does), deliveries held back, and one command held
-// back so that others overtake it. It stops when the test ends.
+// connection's state does), deliveries held back, one command held back
+// so that others overtake it, every connection frozen (a partition) and
+// thawed with what it held coming late, and one reply lost with its
+// connection. It stops when the test ends.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -29,7 +31,16 @@ type Proxy struct {
 	holdKey  []byte           // when set, the first chunk sent naming it is held back holdFor
 	holdFor  time.Duration
 	holdSeen chan struct{} // closed when that chunk was read
-	heldAt   time.Time     // when it went on to the server
+	heldAt   time.Time     // when the last chunk held back (HoldBackFirst, Freeze) went on to the server
+	frozen   *freeze       // while set, nothing is forwarded
+	drop     []byte        // when set, the next reply equal to it is dropped
+	dropped  chan struct{} // closed when it was
+}
+
+// freeze is one Freeze: Thaw sets late, then closes thawed.
+type freeze struct {
+	thawed chan struct{}
+	late   time.Duration // how long what the freeze held waits after the thaw
 }
 
 // proxiedConn is one client connection through the proxy.
@@ -56,6 +67,7 @@ func StartProxy(t testing.TB, target string) *Proxy {
 	}
 	p := &Proxy{ln: ln, target: target}
 	t.Cleanup(func() {
+		p.Thaw(0)
 		_ = ln.Close()
 		p.mu.Lock()
 		for _, c := range p.conns {
@@ -108,6 +120,12 @@ func (p *Proxy) pump(c *proxiedConn, src, dst net.Conn, up bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if p.waitThaw() && up {
+				p.wentOn()
+			}
+			if !up && p.drops(buf[:n]) {
+				return // the deferred Close cuts the client off; its other pump then ends
+			}
 			c.mu.Lock()
 			if up && bytes.Contains(bytes.ToLower(buf[:n]), []byte("subscribe\r\n")) { // the command, not a script's text
 				c.sub = true
@@ -228,8 +246,8 @@ func (p *Proxy) HoldBackFirst(key string, d time.Duration) <-chan struct{} {
 	return p.holdSeen
 }
 
-// HeldBackUntil is when the command HoldBackFirst held back went on to
-// the server; zero before.
+// HeldBackUntil is when the last chunk that HoldBackFirst or a Freeze
+// held back went on to the server; zero before.
 func (p *Proxy) HeldBackUntil() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -249,7 +267,76 @@ func (p *Proxy) holdFirst(b []byte) {
 	close(p.holdSeen)
 	p.mu.Unlock()
 	time.Sleep(d)
+	p.wentOn()
+}
+
+// wentOn notes that a chunk held back goes on to the server now.
+func (p *Proxy) wentOn() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.heldAt = time.Now()
+}
+
+// Freeze stops forwarding on every connection, old and new, in both
+// directions, and closes none: each is half-open, as behind a network
+// partition, until Thaw. A chunk read while frozen is held, and what
+// follows it on its connection in its direction waits behind it.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen == nil {
+		p.frozen = &freeze{thawed: make(chan struct{})}
+	}
+}
+
+// Thaw forwards again: what is sent from now on at once, and what the
+// freeze held late after now (0: at once), so that what other
+// connections send after the thaw reaches the other side first. It does
+// nothing unless frozen.
+func (p *Proxy) Thaw(late time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f := p.frozen; f != nil {
+		f.late = late
+		close(f.thawed)
+		p.frozen = nil
+	}
+}
+
+// waitThaw holds the calling pump while the proxy is frozen, and as long
+// after the thaw as Thaw says, and reports whether it held it.
+func (p *Proxy) waitThaw() bool {
+	p.mu.Lock()
+	f := p.frozen
 	p.mu.Unlock()
+	if f == nil {
+		return false
+	}
+	<-f.thawed
+	time.Sleep(f.late)
+	return true
+}
+
+// DropReply drops the next chunk from the server that is exactly reply
+// (a reply comes in one read: they are small) and closes its client
+// connection, as a network cut would: the command ran, its client never
+// learns how. The returned channel is closed when that happened.
+func (p *Proxy) DropReply(reply string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drop, p.dropped = []byte(reply), make(chan struct{})
+	return p.dropped
+}
+
+// drops reports whether b, from the server, is the reply DropReply
+// drops, then dropped.
+func (p *Proxy) drops(b []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drop == nil || !bytes.Equal(b, p.drop) {
+		return false
+	}
+	p.drop = nil
+	close(p.dropped)
+	return true
 }

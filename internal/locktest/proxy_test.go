@@ -98,3 +98,71 @@ func TestProxyCutsPubSubAfterNextDelivery(t *testing.T) {
 		t.Fatalf("a connection without pub/sub after the cut: %q, %v", got, err)
 	}
 }
+
+// readLine reads the next answer on a connection, failing after limit.
+func readLine(c net.Conn, r *bufio.Reader, limit time.Duration) (string, error) {
+	_ = c.SetReadDeadline(time.Now().Add(limit))
+	return r.ReadString('\n')
+}
+
+func TestProxyFreezeHoldsUntilThawAndLetsOthersOvertake(t *testing.T) {
+	t.Parallel()
+	p := StartProxy(t, echoServer(t))
+	held, heldr := dial(t, p)
+	p.Freeze()
+	if got, err := roundTrip(t, held, heldr, "held\r\n", 100*time.Millisecond); err == nil {
+		t.Fatalf("an answer through the frozen proxy: %q", got)
+	}
+	other, otherr := dial(t, p)
+	if got, err := roundTrip(t, other, otherr, "new\r\n", 100*time.Millisecond); err == nil {
+		t.Fatalf("an answer on a connection made while frozen: %q", got)
+	}
+	if !p.HeldBackUntil().IsZero() {
+		t.Fatal("HeldBackUntil set while frozen")
+	}
+	const late = 300 * time.Millisecond
+	thawed := time.Now()
+	p.Thaw(late)
+	fresh, freshr := dial(t, p)
+	if got, err := roundTrip(t, fresh, freshr, "ping\r\n", late/2); err != nil || got != "ping\r\n" {
+		t.Fatalf("a command sent after the thaw: %q, %v, want it first", got, err)
+	}
+	for _, c := range []struct {
+		conn net.Conn
+		r    *bufio.Reader
+		want string
+	}{{held, heldr, "held\r\n"}, {other, otherr, "new\r\n"}} {
+		if got, err := readLine(c.conn, c.r, Bound(2*time.Second)); err != nil || got != c.want {
+			t.Fatalf("held through the freeze: %q, %v, want %q", got, err, c.want)
+		}
+	}
+	if d := time.Since(thawed); d < late {
+		t.Fatalf("what the freeze held arrived %v after the thaw, want %v later", d, late)
+	}
+	if at := p.HeldBackUntil(); at.Sub(thawed) < late {
+		t.Fatalf("HeldBackUntil %v after the thaw, want %v", at.Sub(thawed), late)
+	}
+	if got, err := roundTrip(t, held, heldr, "again\r\n", time.Second); err != nil || got != "again\r\n" {
+		t.Fatalf("after the thaw: %q, %v", got, err)
+	}
+}
+
+func TestProxyDropsOneReplyAndCutsItsConnection(t *testing.T) {
+	t.Parallel()
+	p := StartProxy(t, echoServer(t))
+	dropped := p.DropReply("b\r\n")
+	c, r := dial(t, p)
+	if got, err := roundTrip(t, c, r, "a\r\n", time.Second); err != nil || got != "a\r\n" {
+		t.Fatalf("another reply: %q, %v", got, err)
+	}
+	if got, err := roundTrip(t, c, r, "b\r\n", time.Second); err == nil {
+		t.Fatalf("the dropped reply arrived: %q", got)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the connection of the dropped reply stays open: %v", err)
+	}
+	Within(t, dropped, time.Second, "the reply dropped")
+	c2, r2 := dial(t, p)
+	if got, err := roundTrip(t, c2, r2, "b\r\n", time.Second); err != nil || got != "b\r\n" {
+		t.Fatalf("the same reply again: %q, %v, want it forwarded", got, err)
+	}
+}
