@@ -225,3 +225,117 @@ func TestCallsCutOffInThePipeLeaveNothingBehind(t *testing.T) {
 		_ = unlock()
 	}
 }
+
+// farRedis is a go-redis hook that holds the reply to each script call
+// back for d after Redis ran it, as a distant Redis would: a command once
+// sent runs, whatever its caller's context does meanwhile. Other commands
+// (a new connection's handshake) pass. It counts the replies of
+// acquire.lua that gave the key (a command of 4 keys and 6 arguments
+// answered {1, token}).
+type farRedis struct {
+	d      time.Duration
+	grants atomic.Int32
+}
+
+func (f *farRedis) replied(cmds []redis.Cmder) {
+	scripts := false
+	for _, cmd := range cmds {
+		name := cmd.Name()
+		if name != "evalsha" && name != "eval" {
+			continue
+		}
+		scripts = true
+		c, ok := cmd.(*redis.Cmd)
+		if !ok || len(c.Args()) != 13 {
+			continue
+		}
+		if v, err := c.Int64Slice(); err == nil && len(v) > 0 && v[0] == 1 {
+			f.grants.Add(1)
+		}
+	}
+	if scripts {
+		time.Sleep(f.d)
+	}
+}
+
+func (f *farRedis) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *farRedis) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		f.replied([]redis.Cmder{cmd})
+		return err
+	}
+}
+
+func (f *farRedis) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		f.replied(cmds)
+		return err
+	}
+}
+
+// A burst of TryLock calls cut off by their deadlines on a Redis whose
+// replies take 10 ms longer than those: their commands take the keys, and
+// each call leaves the janitor a key to release. Every key is obtainable
+// by another Client within a claim window of the calls' end, however many
+// calls were cut off.
+func TestBurstOfCutOffCallsBlocksKeysAtMostAClaimWindow(t *testing.T) {
+	locktest.Timed(t)
+	srv, rdb := newReal(t)
+	c := locktest.NewClient(t, rdb)
+	warm(t, c)
+	deadline := locktest.Bound(25 * time.Millisecond) // time for the calls to be sent on a busy machine
+	far := &farRedis{d: deadline + 10*time.Millisecond}
+	rdb.AddHook(far)
+	const n = 64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			// A call succeeds only when its context's timer fired late
+			// on a busy machine.
+			if _, unlock, err := c.TryLock(ctx, fmt.Sprintf("burst-%d", i)); err == nil {
+				_ = unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	done := time.Now()
+	t.Logf("the calls' commands took %d of %d keys", far.grants.Load(), n)
+	if far.grants.Load() == 0 {
+		t.Fatal("no command took a key: nothing was left to clean up")
+	}
+	limit := time.Second + locktest.Bound(500*time.Millisecond)
+	ctx, cancel := context.WithDeadline(context.Background(), done.Add(limit))
+	defer cancel()
+	other := locktest.NewClient(t, srv.Client(t))
+	var mu sync.Mutex
+	var slowest time.Duration
+	blocked := 0
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, unlock, err := other.Lock(ctx, fmt.Sprintf("burst-%d", i))
+			took := time.Since(done)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				blocked++
+				return
+			}
+			slowest = max(slowest, took)
+			_ = unlock()
+		}()
+	}
+	wg.Wait()
+	t.Logf("keys obtained up to %v after the calls ended; %d not within %v", slowest, blocked, limit)
+	if blocked > 0 {
+		t.Errorf("%d of %d keys still blocked %v after the calls ended", blocked, n, limit)
+	}
+}

@@ -5,6 +5,7 @@ package janitor
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,14 +23,22 @@ const (
 
 	// CleanupTimeout bounds one cleanup call.
 	CleanupTimeout = time.Second
+
+	// maxCleanups is how many cleanups a Janitor runs at once (see sweep).
+	// One at a time, the cleanups of 200 calls cut off on a Redis whose
+	// replies take 25 ms freed about 20 keys a second, the last some 10 s
+	// after the calls ended; 64 at a time, all within 0.45 s
+	// (TestBurstOfCutOffCallsBlocksKeysAtMostAClaimWindow).
+	maxCleanups = 64
 )
 
 // A Janitor makes sure that owners nobody will use neither hold their key
 // nor wait in its queue: an attempt or a wait cut short by the caller's
 // deadline (its command may still run in Redis, late), an acquisition that
 // reached only a minority or came too late, an unlock Redis did not
-// confirm in time. It is one goroutine per Client, which retries until
-// Redis confirmed the cleanup twice, settle apart, so that such an owner
+// confirm in time. It is one goroutine per Client, which runs the
+// cleanups that are due together (see sweep) and retries each until
+// Redis confirmed it twice, settle apart, so that such an owner
 // blocks no key for longer than one claim window after Redis answers
 // again. At Close it waits for the calls Close ended to hand it what they
 // owe Redis (a waiter's leaving the queue), and goes on with what is
@@ -159,45 +168,73 @@ func (j *Janitor[H]) cleanOnce(h H, mayHold bool) {
 }
 
 // sweep runs the cleanups that are due and reports whether any is left.
-// It stops at the first that Redis does not confirm: the others would wait
-// for the same Redis.
+// The first runs alone: when Redis does not confirm it, the others would
+// wait for the same Redis, and wait for the next sweep instead. The rest
+// run together, up to maxCleanups at once, so that their calls share
+// round trips as the calls they clean up after did; none starts once one
+// was not confirmed.
 func (j *Janitor[H]) sweep() bool {
 	j.mu.Lock()
-	due := make(map[H]*chore, len(j.pending))
+	due := make([]H, 0, len(j.pending))
 	for h, ch := range j.pending {
 		if ch.confirmed.IsZero() || time.Since(ch.confirmed) >= settle {
-			due[h] = ch
+			due = append(due, h)
 		}
 	}
 	j.mu.Unlock()
-	for h, ch := range due {
-		j.mu.Lock()
-		mayHold := ch.mayHold
-		j.mu.Unlock()
-		deadline := time.Now().Add(CleanupTimeout)
-		if j.life.Err() != nil {
-			deadline = j.closeBy()
-		}
-		ctx, cancel := context.WithDeadline(context.WithoutCancel(j.life), deadline)
-		ok := j.clean(ctx, h, mayHold)
-		cancel()
-		if !ok {
-			break
-		}
-		j.mu.Lock()
-		switch {
-		case ch.confirmed.IsZero():
-			ch.confirmed = time.Now()
-			close(ch.done)
-			if !ch.mayHold {
-				delete(j.pending, h)
+	if len(due) > 0 && j.cleanUp(due[0]) {
+		var wg sync.WaitGroup
+		var failed atomic.Bool
+		slots := make(chan struct{}, maxCleanups)
+		for _, h := range due[1:] {
+			slots <- struct{}{}
+			if failed.Load() {
+				break
 			}
-		case time.Since(ch.confirmed) >= settle:
-			delete(j.pending, h)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if !j.cleanUp(h) {
+					failed.Store(true)
+				}
+				<-slots
+			}()
 		}
-		j.mu.Unlock()
+		wg.Wait()
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return len(j.pending) > 0
+}
+
+// cleanUp runs the pending cleanup of h's owner and records Redis's
+// confirmation; it reports whether Redis confirmed it.
+func (j *Janitor[H]) cleanUp(h H) bool {
+	j.mu.Lock()
+	ch := j.pending[h]
+	mayHold := ch.mayHold
+	j.mu.Unlock()
+	deadline := time.Now().Add(CleanupTimeout)
+	if j.life.Err() != nil {
+		deadline = j.closeBy()
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(j.life), deadline)
+	ok := j.clean(ctx, h, mayHold)
+	cancel()
+	if !ok {
+		return false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch {
+	case ch.confirmed.IsZero():
+		ch.confirmed = time.Now()
+		close(ch.done)
+		if !ch.mayHold {
+			delete(j.pending, h)
+		}
+	case time.Since(ch.confirmed) >= settle:
+		delete(j.pending, h)
+	}
+	return true
 }
