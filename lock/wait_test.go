@@ -25,12 +25,22 @@ func TestWakeUpOnRelease(t *testing.T) {
 	ctx := context.Background()
 	_, unlock := locktest.MustLock(t, holder, ctx, "wake") // 30 s lease
 
+	cc := locktest.CountCommands(rdb)
 	done, res := lockAsync(waiter, ctx, "wake")
 	waitSubscribed(t, rdb, "wake", 1)
-	waitQueued(t, rdb, "wake", 1) // its attempt was sent before the count starts
-	cc := locktest.CountCommands(rdb)
-	time.Sleep(300 * time.Millisecond) // asleep: the waiter must send nothing
-	if n := cc.N(); n != 0 {
+	waitQueued(t, rdb, "wake", 1)
+	// The calls around its subscription end (no command for 100 ms), and
+	// from then on the waiter is asleep: it must send nothing.
+	last, quiet := cc.N(), time.Now()
+	locktest.Eventually(t, 5*time.Second, "the waiter's first calls to end", func() bool {
+		if n := cc.N(); n != last {
+			last, quiet = n, time.Now()
+		}
+		return time.Since(quiet) >= 100*time.Millisecond
+	})
+	before := cc.N()
+	time.Sleep(300 * time.Millisecond)
+	if n := cc.N() - before; n != 0 {
 		t.Fatalf("blocked waiter sent %d commands in 300 ms", n)
 	}
 	if err := unlock(); err != nil {
