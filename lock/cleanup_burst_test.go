@@ -96,27 +96,8 @@ func TestCleanupBurstKeysFreeAfterRedisStall(t *testing.T) {
 	srv.Resume()
 	resumed := time.Now()
 	limit := time.Second + locktest.Bound(500*time.Millisecond)
-	ctx, cancel := context.WithDeadline(context.Background(), resumed.Add(limit))
-	defer cancel()
 	other := locktest.NewClient(t, srv.Client(t))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	blocked := 0
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, unlock, err := other.Lock(ctx, fmt.Sprintf("sweep-freeze-%d", i))
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				blocked++
-				return
-			}
-			_ = unlock()
-		}()
-	}
-	wg.Wait()
+	blocked, _ := lockEvery(other, "sweep-freeze", n, resumed, resumed.Add(limit))
 	if blocked > 0 {
 		t.Errorf("%d of %d keys (%d taken by cut-off calls) still blocked %v after Redis resumed", blocked, n, far.grants.Load(), limit)
 	}

@@ -311,18 +311,28 @@ func TestBurstOfCutOffCallsBlocksKeysAtMostAClaimWindow(t *testing.T) {
 		t.Fatal("no command took a key: nothing was left to clean up")
 	}
 	limit := time.Second + locktest.Bound(500*time.Millisecond)
-	ctx, cancel := context.WithDeadline(context.Background(), done.Add(limit))
-	defer cancel()
 	other := locktest.NewClient(t, srv.Client(t))
+	blocked, slowest := lockEvery(other, "burst", n, done, done.Add(limit))
+	t.Logf("keys obtained up to %v after the calls ended; %d not within %v", slowest, blocked, limit)
+	if blocked > 0 {
+		t.Errorf("%d of %d keys still blocked %v after the calls ended", blocked, n, limit)
+	}
+}
+
+// lockEvery has c Lock keys prefix-0 to prefix-(n-1) all at once, each
+// waiting until by at most, and returns how many it did not get and how
+// long after from it got the last one it did.
+func lockEvery(c *lock.Client, prefix string, n int, from, by time.Time) (blocked int, slowest time.Duration) {
+	ctx, cancel := context.WithDeadline(context.Background(), by)
+	defer cancel()
+	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var slowest time.Duration
-	blocked := 0
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, unlock, err := other.Lock(ctx, fmt.Sprintf("burst-%d", i))
-			took := time.Since(done)
+			_, unlock, err := c.Lock(ctx, fmt.Sprintf("%s-%d", prefix, i))
+			took := time.Since(from)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -334,8 +344,5 @@ func TestBurstOfCutOffCallsBlocksKeysAtMostAClaimWindow(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("keys obtained up to %v after the calls ended; %d not within %v", slowest, blocked, limit)
-	if blocked > 0 {
-		t.Errorf("%d of %d keys still blocked %v after the calls ended", blocked, n, limit)
-	}
+	return blocked, slowest
 }
