@@ -13,11 +13,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// redisStats is what Redis reports about the work it did: calls per
-// command (INFO commandstats, which counts the commands scripts run too)
-// and its CPU time in seconds (INFO cpu, used_cpu_sys + used_cpu_user).
+// redisStats is what Redis reports about the work it did: calls and
+// microseconds per command (INFO commandstats, which counts the commands
+// scripts run too, by their own name and again in the time of the script's
+// EVALSHA) and its CPU time in seconds (INFO cpu, used_cpu_sys +
+// used_cpu_user). Commands are named as INFO names them, such as "evalsha"
+// or "client|setinfo".
 type redisStats struct {
 	calls map[string]int64
+	usec  map[string]int64
 	cpu   float64
 }
 
@@ -32,7 +36,7 @@ func readStats(ctx context.Context, admin *redis.Client) (redisStats, error) {
 }
 
 func parseStats(text string) (redisStats, error) {
-	st := redisStats{calls: make(map[string]int64)}
+	st := redisStats{calls: make(map[string]int64), usec: make(map[string]int64)}
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
 		name, value, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
@@ -41,12 +45,16 @@ func parseStats(text string) (redisStats, error) {
 		}
 		switch {
 		case strings.HasPrefix(name, "cmdstat_"):
-			calls, err := callsOf(value)
+			calls, err := fieldOf(value, "calls")
+			if err != nil {
+				return redisStats{}, fmt.Errorf("INFO %s: %w", name, err)
+			}
+			usec, err := fieldOf(value, "usec")
 			if err != nil {
 				return redisStats{}, fmt.Errorf("INFO %s: %w", name, err)
 			}
 			if cmd := strings.TrimPrefix(name, "cmdstat_"); cmd != "info" {
-				st.calls[cmd] = calls
+				st.calls[cmd], st.usec[cmd] = calls, usec
 			}
 		case name == "used_cpu_sys" || name == "used_cpu_user":
 			sec, err := strconv.ParseFloat(value, 64)
@@ -58,9 +66,6 @@ func parseStats(text string) (redisStats, error) {
 	}
 	return st, sc.Err()
 }
-
-// callsOf reads N from "calls=N,usec=...".
-func callsOf(value string) (int64, error) { return fieldOf(value, "calls") }
 
 // fieldOf reads N from name=N in "a=1,b=2,...".
 func fieldOf(value, name string) (int64, error) {
@@ -74,10 +79,10 @@ func fieldOf(value, name string) (int64, error) {
 
 // since returns the work done between before and s.
 func (s redisStats) since(before redisStats) redisStats {
-	d := redisStats{calls: make(map[string]int64), cpu: s.cpu - before.cpu}
+	d := redisStats{calls: make(map[string]int64), usec: make(map[string]int64), cpu: s.cpu - before.cpu}
 	for cmd, n := range s.calls {
 		if n -= before.calls[cmd]; n > 0 {
-			d.calls[cmd] = n
+			d.calls[cmd], d.usec[cmd] = n, s.usec[cmd]-before.usec[cmd]
 		}
 	}
 	return d

@@ -79,3 +79,20 @@ func TestParseMemoryRejectsGarbage(t *testing.T) {
 		}
 	}
 }
+
+func TestParseStatsReadsUsec(t *testing.T) {
+	st, err := parseStats(infoSample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.usec["evalsha"] != 200 || st.usec["hget"] != 20 || st.usec["client|setinfo"] != 2 {
+		t.Errorf("usec = %v, want evalsha 200, hget 20, client|setinfo 2", st.usec)
+	}
+	if _, err := parseStats("cmdstat_get:calls=1\r\n"); err == nil {
+		t.Error("a command without usec parsed")
+	}
+	before := redisStats{calls: map[string]int64{"evalsha": 10}, usec: map[string]int64{"evalsha": 100}}
+	if d := st.since(before); d.usec["evalsha"] != 100 || d.calls["evalsha"] != 10 {
+		t.Errorf("since: evalsha %d calls, %d usec; want 10, 100", d.calls["evalsha"], d.usec["evalsha"])
+	}
+}

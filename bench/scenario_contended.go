@@ -29,7 +29,7 @@ func contended(workers int, hold time.Duration, perWorker bool) scenario {
 		"Wait is from a worker's lock call to its return; waits still open when the run ends count with the time "+
 			"waited so far. Handoff is from a release returning to the next holder's lock returning. "+
 			"Jain's index is over acquisitions per worker (1 = all equal). Round trips include the unlocks. "+
-			clientCPUNote+
+			clientCPUNote+redisUsecNote+
 			"Locks lost: releases that found the lock gone.",
 		column{colAcqPerSec, "acq/s", 0},
 		column{"wait50", "wait p50 (ms)", 2},
@@ -38,6 +38,7 @@ func contended(workers int, hold time.Duration, perWorker bool) scenario {
 		column{"handoff50", "handoff p50 (ms)", 2},
 		column{"handoff99", "handoff p99 (ms)", 2},
 		column{colJain, "Jain", 3},
+		column{colRedisUsec, "Redis usec/acq", 1},
 		column{colRedisCPU, "Redis CPU/acq (µs)", 1},
 		column{colClientCPU, "client CPU/acq (µs)", 1},
 		column{"rt", "round trips/acq", 2},
@@ -140,9 +141,11 @@ func runContended(ctx context.Context, e *env, lib library, t *table, workers in
 		tenures = append(tenures, l.tenures...)
 		perWorkerAcqs[i] = len(l.tenures)
 	}
-	t.detail[lib.name] = lost.note()
+	redis := after.since(before)
+	usec := redis.sentTime(wire.sent)
 	handoffs := handoffTimes(tenures)
 	acqs := float64(len(tenures))
+	t.detail[lib.name] = joinNotes(lost.note(), "Redis time per call of the commands sent: "+usec.perCall(acqs, "acq"))
 	return figures{
 		colAcqPerSec: acqs / elapsed.Seconds(),
 		"wait50":     millis(percentile(waits, 0.50)),
@@ -151,7 +154,8 @@ func runContended(ctx context.Context, e *env, lib library, t *table, workers in
 		"handoff50":  millis(percentile(handoffs, 0.50)),
 		"handoff99":  millis(percentile(handoffs, 0.99)),
 		colJain:      jain(perWorkerAcqs),
-		colRedisCPU:  after.since(before).cpu / acqs * 1e6,
+		colRedisUsec: usec.usec / acqs,
+		colRedisCPU:  redis.cpu / acqs * 1e6,
 		colClientCPU: micros(cpu1-cpu0) / acqs,
 		"rt":         float64(wire.roundTrips) / acqs,
 		colLost:      lost.count(),

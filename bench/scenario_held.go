@@ -117,7 +117,7 @@ func runManyHeld(ctx context.Context, e *env, lib library, t *table, locks int, 
 	return figures{
 		"rt":             rt,
 		colRenewRTPer100: rt / (n / 100),
-		"cmds":           float64(wire.commands) / heldPeriods,
+		"cmds":           float64(wire.commands()) / heldPeriods,
 		"redis":          float64(after.since(before).commands()) / heldPeriods,
 		colGoroutines:    float64(g1 - g0),
 		"heap":           (float64(mem1.HeapAlloc) - float64(mem0.HeapAlloc)) / float64(locks-half),

@@ -14,10 +14,11 @@ import (
 func manyKeys(workers, keys int) scenario {
 	t := newTable(fmt.Sprintf("4. Many keys: %d workers over %s keys, one shared client, no hold", workers, formatNum(float64(keys), 0)),
 		"Each worker locks and unlocks a key drawn at random, again and again. "+
-			clientCPUNote+
+			clientCPUNote+redisUsecNote+
 			"Locks lost: releases that found the lock gone.",
 		column{colAcqPerSec, "acq/s", 0},
 		column{"wait99", "wait p99 (ms)", 2},
+		column{colRedisUsec, "Redis usec/acq", 1},
 		column{colRedisCPU, "Redis CPU/acq (µs)", 1},
 		column{colClientCPU, "client CPU/acq (µs)", 1},
 		column{"rt", "round trips/acq", 2},
@@ -96,11 +97,14 @@ func runManyKeys(ctx context.Context, e *env, lib library, t *table, workers, ke
 		all = append(all, w...)
 	}
 	acqs := float64(len(all))
-	t.detail[lib.name] = lost.note()
+	redis := after.since(before)
+	usec := redis.sentTime(wire.sent)
+	t.detail[lib.name] = joinNotes(lost.note(), "Redis time per call of the commands sent: "+usec.perCall(acqs, "acq"))
 	return figures{
 		colAcqPerSec: acqs / elapsed.Seconds(),
 		"wait99":     millis(percentile(all, 0.99)),
-		colRedisCPU:  after.since(before).cpu / acqs * 1e6,
+		colRedisUsec: usec.usec / acqs,
+		colRedisCPU:  redis.cpu / acqs * 1e6,
 		colClientCPU: micros(cpu1-cpu0) / acqs,
 		"rt":         float64(wire.roundTrips) / acqs,
 		colLost:      lost.count(),

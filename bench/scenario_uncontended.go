@@ -12,6 +12,7 @@ const (
 	colCommands      = "commands/pair"
 	colRedisCommands = "redis commands/pair"
 	colRedisCPU      = "cpu"
+	colRedisUsec     = "redis usec"
 	colClientCPU     = "client cpu"
 	colAllocs        = "allocs"
 )
@@ -22,9 +23,13 @@ func uncontended(cfg config) scenario {
 	t := newTable("1. Uncontended: one worker, sequential lock + unlock",
 		"Round trips and commands are counted on the client's socket; Redis commands come from INFO commandstats "+
 			"and include those run inside scripts (the list below each table, from the last round). "+
+			redisUsecNote+
 			"Redis CPU is INFO cpu's, per pair: its work on the commands, scripts and sockets. "+
 			"Client CPU and allocations are the whole process's, per pair: the library's and the loop's, which is the same for every library.",
-		pairColumns(column{colRedisCommands, "Redis commands/pair", 2}, column{colRedisCPU, "Redis CPU/pair (µs)", 1})...,
+		pairColumns(
+			column{colRedisCommands, "Redis commands/pair", 2},
+			column{colRedisUsec, "Redis usec/pair", 1},
+			column{colRedisCPU, "Redis CPU/pair (µs)", 1})...,
 	)
 	return scenario{table: t, run: func(ctx context.Context, e *env, lib library) (figures, error) {
 		return runUncontended(ctx, e, lib, t)
@@ -42,17 +47,22 @@ func runUncontended(ctx context.Context, e *env, lib library, t *table) (f figur
 	if err != nil {
 		return nil, err
 	}
+	wire0 := wc.snapshot()
 	f, pairs, err := measurePairs(ctx, s, e.key("uncontended"), e.cfg.run, wc)
 	if err != nil {
 		return nil, err
 	}
+	sent := wc.snapshot().sub(wire0).sent
 	after, err := readStats(ctx, e.admin)
 	if err != nil {
 		return nil, err
 	}
 	redis := after.since(before)
-	t.detail[lib.name] = "Redis commands per pair: " + redis.breakdown(pairs)
+	usec := redis.sentTime(sent)
+	t.detail[lib.name] = "Redis commands per pair: " + redis.breakdown(pairs) +
+		"; Redis time per call of the commands sent: " + usec.perCall(pairs, "pair")
 	f[colRedisCommands] = float64(redis.commands()) / pairs
+	f[colRedisUsec] = usec.usec / pairs
 	f[colRedisCPU] = redis.cpu / pairs * 1e6
 	return f, nil
 }
@@ -102,7 +112,7 @@ func measurePairs(ctx context.Context, l locker, key string, run time.Duration, 
 		"unlock50":     micros(percentile(unlocks, 0.50)),
 		"unlock99":     micros(percentile(unlocks, 0.99)),
 		colRoundTrips:  float64(wire.roundTrips) / pairs,
-		colCommands:    float64(wire.commands) / pairs,
+		colCommands:    float64(wire.commands()) / pairs,
 		colClientCPU:   micros(cpu1-cpu0) / pairs,
 		colAllocs:      float64(mem1.Mallocs-mem0.Mallocs) / pairs,
 	}, pairs, nil

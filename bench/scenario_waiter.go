@@ -53,10 +53,10 @@ func runBlockedWaiter(ctx context.Context, e *env, lib library) (f figures, err 
 	}
 	sec := e.cfg.hold.Seconds()
 	return figures{
-		colWaiterCommands: float64(w.all.commands) / sec,
-		"steady":          float64(w.steady.commands) / (sec - settle(e.cfg.hold).Seconds()),
+		colWaiterCommands: float64(w.all.commands()) / sec,
+		"steady":          float64(w.steady.commands()) / (sec - settle(e.cfg.hold).Seconds()),
 		"waiterRT":        float64(w.all.roundTrips) / sec,
-		"waiterTotal":     float64(w.all.commands),
+		"waiterTotal":     float64(w.all.commands()),
 		"wake":            millis(w.wake),
 	}, nil
 }

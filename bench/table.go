@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -80,6 +81,11 @@ func (t *table) notApplicable(lib string) {
 func (t *table) median(lib, key string) (float64, bool) {
 	med, _, _, ok := spread(t.values[lib][key])
 	return med, ok
+}
+
+// joinNotes joins the notes that are not empty for a detail line.
+func joinNotes(notes ...string) string {
+	return strings.Join(slices.DeleteFunc(notes, func(n string) bool { return n == "" }), "; ")
 }
 
 // write renders t as a Markdown section.

@@ -12,22 +12,65 @@ import (
 
 // wireCounter counts what go-redis clients send to Redis, at the socket,
 // so that nothing a library does escapes it (pub/sub commands included):
-// commands are RESP arrays written; a round trip is a burst of writes
-// after the connection last read, so a pipeline counts once.
+// commands are RESP arrays written, tallied by name; a round trip is a
+// burst of writes after the connection last read, so a pipeline counts
+// once.
 type wireCounter struct {
-	commands   atomic.Int64
 	roundTrips atomic.Int64
+
+	mu   sync.Mutex
+	sent map[string]*int64 // commands written by lower-case name; a pointer, so counting does not allocate
 }
 
 // wireCount is a snapshot of a wireCounter.
-type wireCount struct{ commands, roundTrips int64 }
-
-func (w *wireCounter) snapshot() wireCount {
-	return wireCount{commands: w.commands.Load(), roundTrips: w.roundTrips.Load()}
+type wireCount struct {
+	roundTrips int64
+	sent       map[string]int64 // commands by lower-case name, such as "evalsha"
 }
 
+// count tallies one command named name (lower case).
+func (w *wireCounter) count(name []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n, ok := w.sent[string(name)]; ok {
+		*n++
+		return
+	}
+	if w.sent == nil {
+		w.sent = make(map[string]*int64)
+	}
+	one := int64(1)
+	w.sent[string(name)] = &one
+}
+
+func (w *wireCounter) snapshot() wireCount {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := wireCount{roundTrips: w.roundTrips.Load(), sent: make(map[string]int64, len(w.sent))}
+	for name, n := range w.sent {
+		c.sent[name] = *n
+	}
+	return c
+}
+
+// commands is how many commands were sent, of every name.
+func (a wireCount) commands() int64 {
+	var total int64
+	for _, n := range a.sent {
+		total += n
+	}
+	return total
+}
+
+// sub returns what was sent between b and a.
 func (a wireCount) sub(b wireCount) wireCount {
-	return wireCount{commands: a.commands - b.commands, roundTrips: a.roundTrips - b.roundTrips}
+	d := wireCount{roundTrips: a.roundTrips - b.roundTrips, sent: make(map[string]int64, len(a.sent))}
+	for name, n := range a.sent {
+		if n -= b.sent[name]; n != 0 {
+			d.sent[name] = n
+		}
+	}
+	return d
 }
 
 // dialer returns a go-redis Options.Dialer whose connections count into w.
@@ -57,7 +100,7 @@ func (c *countingConn) Write(b []byte) (int, error) {
 		c.writing = true
 		c.w.roundTrips.Add(1)
 	}
-	c.w.commands.Add(c.resp.scan(b))
+	c.resp.scan(b, c.w.count)
 	c.mu.Unlock()
 	return c.Conn.Write(b)
 }
@@ -82,14 +125,20 @@ func (c *countingConn) SyscallConn() (syscall.RawConn, error) {
 	return sc.SyscallConn()
 }
 
-// respScanner counts the commands in a stream of RESP requests: arrays of
+// respScanner reads the commands in a stream of RESP requests: arrays of
 // bulk strings, as go-redis writes them, split across writes anywhere.
 type respScanner struct {
 	state respState
 	num   int64 // the length being read
 	elems int64 // bulk strings left in the current command
 	skip  int64 // bytes left in the current bulk string, with its CRLF
+	first bool  // the current bulk string is the command's name
+	name  [maxName]byte
+	nlen  int // bytes of name read, up to maxName
 }
+
+// maxName bounds the command names told apart; longer ones are cut.
+const maxName = 32
 
 type respState uint8
 
@@ -101,14 +150,14 @@ const (
 	respBulk                       // in an argument's bytes
 )
 
-// scan consumes b and returns how many commands started in it.
-func (s *respScanner) scan(b []byte) int64 {
-	var commands int64
+// scan consumes b and calls command with the name of every command whose
+// name ends in it, in lower case (an empty array has the empty name). The
+// name is valid only during the call.
+func (s *respScanner) scan(b []byte, command func(name []byte)) {
 	for i := 0; i < len(b); i++ {
 		switch s.state {
 		case respCommand:
 			if b[i] == '*' {
-				commands++
 				s.num, s.state = 0, respArrayLen
 			}
 		case respBulkStart:
@@ -120,32 +169,54 @@ func (s *respScanner) scan(b []byte) int64 {
 			case c >= '0' && c <= '9':
 				s.num = s.num*10 + int64(c-'0')
 			case c == '\n':
-				s.endLength()
+				s.endLength(command)
 			}
 		case respBulk:
 			n := min(s.skip, int64(len(b)-i))
+			if s.first {
+				s.keepName(b[i : i+int(min(n, max(s.skip-2, 0)))])
+			}
 			s.skip -= n
 			i += int(n) - 1
 			if s.skip == 0 {
-				s.endArgument()
+				s.endArgument(command)
 			}
 		}
 	}
-	return commands
 }
 
-func (s *respScanner) endLength() {
+// keepName adds the bytes of a command's name, in lower case.
+func (s *respScanner) keepName(b []byte) {
+	for _, c := range b {
+		if s.nlen == maxName {
+			return
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		s.name[s.nlen] = c
+		s.nlen++
+	}
+}
+
+func (s *respScanner) endLength(command func(name []byte)) {
 	if s.state == respBulkLen {
 		s.skip, s.state = s.num+2, respBulk
 		return
 	}
 	s.elems, s.state = s.num, respBulkStart
+	s.first, s.nlen = true, 0
 	if s.elems <= 0 {
 		s.state = respCommand
+		command(nil)
 	}
 }
 
-func (s *respScanner) endArgument() {
+func (s *respScanner) endArgument(command func(name []byte)) {
+	if s.first {
+		s.first = false
+		command(s.name[:s.nlen])
+	}
 	if s.elems--; s.elems > 0 {
 		s.state = respBulkStart
 		return

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -28,27 +29,55 @@ func resp(cmds ...[]string) []byte {
 	return b
 }
 
-func TestRespScannerCountsCommandsSplitAnywhere(t *testing.T) {
+// names scans the pieces of a stream and returns the command names seen,
+// joined by spaces.
+func names(pieces ...[]byte) string {
+	var s respScanner
+	var got []string
+	for _, p := range pieces {
+		s.scan(p, func(name []byte) { got = append(got, string(name)) })
+	}
+	return strings.Join(got, " ")
+}
+
+func TestRespScannerReadsNamesSplitAnywhere(t *testing.T) {
 	stream := resp(
 		[]string{"SET", "k", "v", "PX", "8000", "NX"},
 		[]string{"EVALSHA", "0123456789abcdef", "1", "k", "*$\r\n*3\r\n"}, // argument bytes that look like RESP
-		[]string{"PING"},
+		[]string{"ping"},
+		[]string{"Client", "SetInfo", "lib-name", "go-redis"},
 		[]string{"SET", "", ""},
+		[]string{strings.Repeat("x", maxName+10)},
 	)
+	const want = "set evalsha ping client set " + "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" // cut at maxName
 	for split := 0; split <= len(stream); split++ {
-		var s respScanner
-		got := s.scan(stream[:split]) + s.scan(stream[split:])
-		if got != 4 {
-			t.Fatalf("split at %d: counted %d commands, want 4", split, got)
+		if got := names(stream[:split], stream[split:]); got != want {
+			t.Fatalf("split at %d: read %q, want %q", split, got, want)
 		}
 	}
-	var s respScanner
-	var got int64
+	var pieces [][]byte
 	for i := range stream {
-		got += s.scan(stream[i : i+1])
+		pieces = append(pieces, stream[i:i+1])
 	}
-	if got != 4 {
-		t.Fatalf("byte by byte: counted %d commands, want 4", got)
+	if got := names(pieces...); got != want {
+		t.Fatalf("byte by byte: read %q, want %q", got, want)
+	}
+}
+
+func TestWireCountSub(t *testing.T) {
+	wc := &wireCounter{}
+	wc.count([]byte("evalsha"))
+	before := wc.snapshot()
+	wc.count([]byte("evalsha"))
+	wc.count([]byte("set"))
+	wc.count([]byte("evalsha"))
+	wc.roundTrips.Add(2)
+	d := wc.snapshot().sub(before)
+	if d.roundTrips != 2 || d.commands() != 3 || d.sent["evalsha"] != 2 || d.sent["set"] != 1 || len(d.sent) != 2 {
+		t.Fatalf("sub = %+v, want 2 round trips, evalsha 2, set 1", d)
+	}
+	if n := testing.AllocsPerRun(100, func() { wc.count([]byte("evalsha")) }); n != 0 {
+		t.Errorf("counting a known command allocates %v times", n)
 	}
 }
 
@@ -90,8 +119,8 @@ func TestCountingConnCountsRoundTrips(t *testing.T) {
 	write(p[7:])
 	read()
 	got := wc.snapshot()
-	if got.commands != 4 {
-		t.Errorf("commands = %d, want 4", got.commands)
+	if got.commands() != 4 || got.sent["get"] != 3 || got.sent["ping"] != 1 {
+		t.Errorf("sent %v, want get 3 and ping 1", got.sent)
 	}
 	if got.roundTrips != 3 {
 		t.Errorf("round trips = %d, want 3", got.roundTrips)
@@ -122,7 +151,7 @@ func TestWireCounterWithGoRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := wc.snapshot().sub(before)
-	if got != (wireCount{commands: 11, roundTrips: 2}) {
-		t.Fatalf("counted %+v, want 11 commands in 2 round trips", got)
+	if got.roundTrips != 2 || got.commands() != 11 || got.sent["set"] != 1 || got.sent["incr"] != 10 {
+		t.Fatalf("counted %+v, want set 1 and incr 10 in 2 round trips", got)
 	}
 }
