@@ -51,11 +51,15 @@ type session struct {
 	rdb *redis.Client
 }
 
-// open opens lib on a new client of the server, counting into wc, and takes
-// and releases one key so that scripts are loaded and a connection is open
-// before anything is measured.
+// open opens lib on a new client of the server, counting into wc unless it
+// is nil, and takes and releases one key so that scripts are loaded and a
+// connection is open before anything is measured.
 func (e *env) open(ctx context.Context, lib library, lease time.Duration, wc *wireCounter) (*session, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: e.addr, Dialer: wc.dialer()})
+	opts := &redis.Options{Addr: e.addr}
+	if wc != nil {
+		opts.Dialer = wc.dialer()
+	}
+	rdb := redis.NewClient(opts)
 	l, err := lib.open(rdb, lease)
 	if err != nil {
 		_ = rdb.Close()

@@ -23,6 +23,11 @@ type config struct {
 	scenarios   map[int]bool
 	redisServer string
 	cpuProfile  string
+	syscalls    bool   // count the system calls of scenario 1 per library instead
+	pairs       int    // -syscalls: pairs per library
+	strace      string // -syscalls: the strace binary
+	child       string // internal: run -pairs pairs of this library against childAddr and exit
+	childAddr   string
 	args        []string // as given, for the report
 }
 
@@ -59,6 +64,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		"comma-separated scenarios to run (6, lockkit's modes, and 7, Redis memory, only when named; -smoke adds them)")
 	fs.StringVar(&cfg.redisServer, "redis-server", "redis-server", "redis-server binary")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.BoolVar(&cfg.syscalls, "syscalls", false,
+		"instead of the scenarios: system calls per uncontended lock + unlock for every library, under strace -f -c (about a minute)")
+	fs.IntVar(&cfg.pairs, "pairs", 20_000, "-syscalls: lock + unlock pairs per library")
+	fs.StringVar(&cfg.strace, "strace", "strace", "-syscalls: strace binary")
+	fs.StringVar(&cfg.child, "child", "", "internal to -syscalls: the library a traced child process runs")
+	fs.StringVar(&cfg.childAddr, "child-addr", "", "internal to -syscalls: the Redis address of a traced child process")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -113,6 +124,12 @@ func (cfg *config) finish(fs *flag.FlagSet, only string) error {
 	}
 	if cfg.locks < 2 {
 		errs = append(errs, fmt.Errorf("-locks %d: must be at least 2", cfg.locks))
+	}
+	if cfg.pairs < 1 && cfg.child == "" { // a child's 0 pairs measure its set-up
+		errs = append(errs, fmt.Errorf("-pairs %d: must be at least 1", cfg.pairs))
+	}
+	if cfg.child != "" && (cfg.childAddr == "" || cfg.pairs < 0) {
+		errs = append(errs, errors.New("-child needs -child-addr and -pairs ≥ 0"))
 	}
 	if cfg.memKeys < 1 {
 		errs = append(errs, fmt.Errorf("-memkeys %d: must be at least 1", cfg.memKeys))

@@ -37,7 +37,14 @@ func run(args []string, out, progress io.Writer) int {
 		<-ctx.Done()
 		stop() // a second signal ends the process at once
 	}()
-	if err := bench(ctx, cfg, out, progress); err != nil {
+	do := bench
+	switch {
+	case cfg.child != "":
+		do = tracedChild
+	case cfg.syscalls:
+		do = countSyscalls
+	}
+	if err := do(ctx, cfg, out, progress); err != nil {
 		fmt.Fprintln(progress, "bench:", err)
 		return 1
 	}

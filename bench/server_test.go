@@ -11,12 +11,7 @@ import (
 // skips without the binary, unless LOCKKIT_REQUIRE_REDIS=1.
 func startTestServer(t *testing.T) *server {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("LOCKKIT_REQUIRE_REDIS") == "1" {
-			t.Fatalf("redis-server is required (LOCKKIT_REQUIRE_REDIS=1): %v", err)
-		}
-		t.Skip("redis-server not found on PATH")
-	}
+	requireRedisServer(t)
 	s, err := startServer(context.Background(), "redis-server")
 	if err != nil {
 		t.Fatal(err)
@@ -38,4 +33,16 @@ func TestServerStopsByPid(t *testing.T) {
 		t.Fatalf("directory %s left behind (%v)", s.dir, err)
 	}
 	s.stop() // a second stop does nothing
+}
+
+// requireRedisServer skips the test when redis-server is not on PATH,
+// unless LOCKKIT_REQUIRE_REDIS=1, which makes it fail.
+func requireRedisServer(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("LOCKKIT_REQUIRE_REDIS") == "1" {
+			t.Fatalf("redis-server is required (LOCKKIT_REQUIRE_REDIS=1): %v", err)
+		}
+		t.Skip("redis-server not found on PATH")
+	}
 }
