@@ -6,6 +6,7 @@
 //
 //	go run .          # 3 interleaved rounds, about 5 minutes
 //	go run . -smoke   # under a minute: shows the harness works (CI)
+//	go run . -syscalls  # system calls per lock + unlock of every library, under strace
 //	go run . -h       # the flags
 //
 // It starts its own redis-server (from PATH, or -redis-server) on a free
