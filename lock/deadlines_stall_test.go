@@ -21,7 +21,7 @@ func deadlineOf(ctx context.Context) time.Time {
 }
 
 // Lock, TryLock and an unlock return within their context's deadline +
-// 100 ms when Redis stalls, with go-redis's default timeouts (3 s reads),
+// 100 ms when Redis stalls, with go-redis's default timeouts,
 // although the cleanup they leave must still reach Redis.
 func TestCallsKeepDeadlinesWhenRedisStalls(t *testing.T) {
 	locktest.Timed(t)

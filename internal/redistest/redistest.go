@@ -177,9 +177,15 @@ func (s *Server) Pause() { _ = s.cmd.Process.Signal(syscall.SIGSTOP) }
 func (s *Server) Resume() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
 
 // Client returns a go-redis client of the server, closed when the test
-// ends.
+// ends. With LOCKKIT_CONTEXT_TIMEOUT=1 in the environment it has go-redis's
+// ContextTimeoutEnabled, under which a lock Client sends a lone call on
+// its caller's goroutine: the suites run once each way.
 func (s *Server) Client(tb testing.TB) *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: ContextTimeout()})
 	tb.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }
+
+// ContextTimeout reports whether LOCKKIT_CONTEXT_TIMEOUT=1 asks for clients
+// with go-redis's ContextTimeoutEnabled (see Server.Client).
+func ContextTimeout() bool { return os.Getenv("LOCKKIT_CONTEXT_TIMEOUT") == "1" }

@@ -36,7 +36,20 @@ const stallAfter = time.Millisecond
 
 // A Pipe sends the script calls of one Client to one Redis, and lets
 // concurrent calls share round trips; H is what a call's Replied is given
-// (the lock's hold). Every call queues; when fewer than
+// (the lock's hold).
+//
+// A lone call (no other call of the Pipe under way) runs on its caller's
+// goroutine when the Redis client stops a command at its context's
+// deadline and within timeouts of its own (see boundsCalls): passing it to
+// another goroutine and back cost each call two thread wake-ups, about
+// half the system calls of an uncontended Lock and unlock. Such a call
+// ends at its deadline as go-redis enforces it; when its context is
+// cancelled without a deadline (Close, or the caller giving up) while
+// Redis does not answer, it ends when go-redis gives up, within its read
+// timeout; Close waits for it up to its own bound (see tasks.Runner.Enter).
+//
+// Otherwise, and for the calls that come while one is under way, a call
+// queues; when fewer than
 // maxSenders commands or pipelines are in flight, the call starts a sender,
 // a goroutine of the Client's, which takes the whole queue and sends it,
 // again and again until the queue is empty: a lone call as one command
@@ -74,7 +87,9 @@ type Pipe[H any] struct {
 	queue    []*request[H]
 	spare    []*request[H] // an empty queue whose array a sender gave back, for the next
 	queuedAt time.Time     // when the queue's first call came
-	senders  int
+	senders  int           // a lone call on its caller's goroutine counts as one
+
+	inline bool // a lone call runs on its caller's goroutine (see boundsCalls)
 }
 
 // A Replied acts on the reply of a script call for h as soon as it
@@ -108,7 +123,7 @@ const MaxArgs = 13
 // New returns a Pipe to rdb whose senders run in goroutines of t and whose
 // pipelines run under background's values, never cancelled.
 func New[H any](rdb redis.UniversalClient, t *tasks.Runner, background context.Context) *Pipe[H] {
-	p := &Pipe[H]{rdb: rdb, tasks: t, ctx: context.WithoutCancel(background)}
+	p := &Pipe[H]{rdb: rdb, tasks: t, ctx: context.WithoutCancel(background), inline: boundsCalls(rdb)}
 	p.requests.New = func() any { return &request[H]{done: make(chan struct{}, 1)} }
 	p.flush = p.sendAll
 	p.watch = time.AfterFunc(time.Hour, p.stalled)
@@ -130,6 +145,11 @@ func (p *Pipe[H]) Run(ctx context.Context, s scripts.Script, h H, then Replied[H
 	r.ctx, r.s, r.h, r.then = ctx, s, h, then
 	r.args = append(append(r.buf[:0], head...), argv...)
 	p.mu.Lock()
+	if p.inline && p.senders == 0 && p.tasks.Enter() {
+		p.senders++
+		p.mu.Unlock()
+		return p.runInline(r)
+	}
 	p.queue = append(p.queue, r)
 	start := p.senders < maxSenders
 	if start {
@@ -144,15 +164,75 @@ func (p *Pipe[H]) Run(ctx context.Context, s scripts.Script, h H, then Replied[H
 	}
 	select {
 	case <-r.done:
-		cmd := r.cmd
-		var none H
-		r.ctx, r.args, r.h, r.then, r.cmd = nil, nil, none, nil, nil
-		clear(r.buf[:])
-		p.requests.Put(r)
-		return cmd
+		return p.recycle(r)
 	case <-ctx.Done():
 		return failed(ctx, ctx.Err())
 	}
+}
+
+// runInline sends r, a lone call, on its caller's goroutine, holding a
+// sender's slot, which it passes to a sender for the calls that came
+// meanwhile. A call whose context ended is not sent, and one that Redis
+// did not answer before it ended fails with the context's error, as a
+// queued one would.
+func (p *Pipe[H]) runInline(r *request[H]) *redis.Cmd {
+	ctx := r.ctx
+	var wake chan struct{}
+	if err := ctx.Err(); err != nil {
+		r.cmd = failed(ctx, err)
+	} else {
+		r.cmd = r.s.Do(ctx, p.rdb, r.args)
+		if r.then != nil {
+			wake = r.then(r.h, r.cmd)
+		}
+	}
+	cmd := p.recycle(r)
+	p.mu.Lock()
+	more := len(p.queue) > 0
+	if !more {
+		p.senders--
+	}
+	p.mu.Unlock()
+	if more {
+		p.start(p.ctx)
+	}
+	p.tasks.Leave()
+	signal(wake)
+	if cmd.Err() != nil && ctx.Err() != nil {
+		return failed(ctx, ctx.Err())
+	}
+	return cmd
+}
+
+// recycle returns r's command and puts r back for another call.
+func (p *Pipe[H]) recycle(r *request[H]) *redis.Cmd {
+	cmd := r.cmd
+	var none H
+	r.ctx, r.args, r.h, r.then, r.cmd = nil, nil, none, nil, nil
+	clear(r.buf[:])
+	p.requests.Put(r)
+	return cmd
+}
+
+// signal wakes the waiter of wake, if any and not woken already.
+func signal(wake chan struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+// boundsCalls reports whether rdb, a client of one Redis, stops a command
+// at its context's deadline (go-redis's ContextTimeoutEnabled) and, for a
+// context without one, within its read and write timeouts: so a call sent
+// on its caller's goroutine keeps the caller's deadline.
+func boundsCalls(rdb redis.UniversalClient) bool {
+	c, ok := rdb.(interface{ Options() *redis.Options })
+	if !ok {
+		return false
+	}
+	o := c.Options()
+	return o.ContextTimeoutEnabled && o.ReadTimeout > 0 && o.WriteTimeout > 0
 }
 
 // failed is a command that failed with err before it was sent.
@@ -237,10 +317,7 @@ func (p *Pipe[H]) sendAll() {
 				wake = r.then(r.h, r.cmd)
 			}
 			r.done <- struct{}{} // from here on r may serve another call
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
+			signal(wake)
 		}
 		clear(batch)
 		sent = batch

@@ -95,6 +95,23 @@ func (t *Runner) await(timer *time.Timer, idleSince time.Time) (f func(), ok boo
 	}
 }
 
+// Enter counts work that runs on a caller's goroutine instead of one of
+// the Runner's, so that Close waits for it as for the Runner's own; it
+// reports false, counting nothing, once the Runner is closed. Leave ends
+// what Enter counted.
+func (t *Runner) Enter() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	return true
+}
+
+// Leave ends work that Enter counted.
+func (t *Runner) Leave() { t.wg.Done() }
+
 // Close stops new goroutines and waits up to limit for those running; it
 // reports whether they all ended. One still waiting for a Redis that does
 // not answer ends when the Redis client gives up. Close may be called
