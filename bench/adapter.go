@@ -53,9 +53,11 @@ type session struct {
 
 // open opens lib on a new client of the server, counting into wc unless it
 // is nil, and takes and releases one key so that scripts are loaded and a
-// connection is open before anything is measured.
+// connection is open before anything is measured. Every library's client
+// has go-redis's ContextTimeoutEnabled, the setting lockkit recommends
+// (docs/operations.md); the others' calls do not change with it.
 func (e *env) open(ctx context.Context, lib library, lease time.Duration, wc *wireCounter) (*session, error) {
-	opts := &redis.Options{Addr: e.addr}
+	opts := &redis.Options{Addr: e.addr, ContextTimeoutEnabled: true}
 	if wc != nil {
 		opts.Dialer = wc.dialer()
 	}
