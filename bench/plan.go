@@ -15,7 +15,7 @@ func plan(cfg config) ([]scenario, []check) {
 	if cfg.scenarios[2] {
 		s := blockedWaiter(cfg)
 		scenarios = append(scenarios, s)
-		checks = append(checks, waiterCheck(s.table))
+		checks = append(checks, waiterChecks(s.table)...)
 	}
 	if cfg.scenarios[3] {
 		// Every combination: one client shared, then a client per worker;
@@ -33,7 +33,7 @@ func plan(cfg config) ([]scenario, []check) {
 	if cfg.scenarios[4] {
 		s := manyKeys(32, 1000)
 		scenarios = append(scenarios, s)
-		checks = append(checks, manyKeysCheck(s.table))
+		checks = append(checks, manyKeysChecks(s.table)...)
 	}
 	if cfg.scenarios[5] {
 		s := manyHeld(cfg.locks, cfg.heldLease)

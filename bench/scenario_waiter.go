@@ -7,7 +7,10 @@ import (
 	"time"
 )
 
-const colWaiterCommands = "waiter commands/s"
+const (
+	colWaiterCommands = "waiter commands/s"
+	colWaiterTotal    = "waiterTotal"
+)
 
 // blockedWaiter is scenario 2: one client holds a key while another waits
 // for it; only the waiter's traffic counts.
@@ -20,10 +23,12 @@ func blockedWaiter(cfg config) scenario {
 		column{colWaiterCommands, "commands/s", 2},
 		column{"steady", "commands/s, steady", 2},
 		column{"waiterRT", "round trips/s", 2},
-		column{"waiterTotal", "commands in all", 0},
+		column{colWaiterTotal, "commands in all", 0},
 		column{"wake", "wake-up (ms)", 2},
 	)
-	return scenario{table: t, run: runBlockedWaiter}
+	return scenario{table: t, run: func(ctx context.Context, e *env, lib library) (figures, error) {
+		return runBlockedWaiter(ctx, e, lib, t)
+	}}
 }
 
 type lockResult struct {
@@ -32,7 +37,7 @@ type lockResult struct {
 	at      time.Time
 }
 
-func runBlockedWaiter(ctx context.Context, e *env, lib library) (f figures, err error) {
+func runBlockedWaiter(ctx context.Context, e *env, lib library, t *table) (f figures, err error) {
 	holder, err := e.open(ctx, lib, e.cfg.lease, &wireCounter{})
 	if err != nil {
 		return nil, err
@@ -51,12 +56,13 @@ func runBlockedWaiter(ctx context.Context, e *env, lib library) (f figures, err 
 	if err != nil {
 		return nil, err
 	}
+	t.detail[lib.name] = "commands sent: " + w.all.names()
 	sec := e.cfg.hold.Seconds()
 	return figures{
 		colWaiterCommands: float64(w.all.commands()) / sec,
 		"steady":          float64(w.steady.commands()) / (sec - settle(e.cfg.hold).Seconds()),
 		"waiterRT":        float64(w.all.roundTrips) / sec,
-		"waiterTotal":     float64(w.all.commands()),
+		colWaiterTotal:    float64(w.all.commands()),
 		"wake":            millis(w.wake),
 	}, nil
 }

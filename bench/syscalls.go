@@ -164,11 +164,20 @@ func writeSyscalls(w io.Writer, cfg config, version string, rows []syscallRow) {
 		formatNum(float64(cfg.pairs), 0))
 	fmt.Fprintln(w, "| library | pairs | system calls | without the pairs | system calls/pair | most frequent, per pair |")
 	fmt.Fprintln(w, "|:--|--:|--:|--:|--:|:--|")
+	judged := newTable("", "", column{colSyscalls, "", 1})
 	for _, r := range rows {
 		per := r.run.sub(r.setUp)
+		perPair := float64(per.total()) / float64(r.pairs)
+		judged.add(r.lib, figures{colSyscalls: perPair})
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.lib, formatNum(float64(r.pairs), 0),
 			formatNum(float64(r.run.total()), 0), formatNum(float64(r.setUp.total()), 0),
-			formatNum(float64(per.total())/float64(r.pairs), 1), per.top(3, float64(r.pairs)))
+			formatNum(perPair, 1), per.top(3, float64(r.pairs)))
 	}
 	fmt.Fprintln(w)
+	writeVerdicts(w, cfg, []check{ratioCheck(judged, "system calls per uncontended pair ≤ 1.1× the best peer's (issue 32)",
+		colSyscalls, 1.1, "best peer", bestPeer(judged, colSyscalls, false), false)})
 }
+
+// colSyscalls is the key of the system calls per pair a -syscalls run
+// judges.
+const colSyscalls = "syscalls/pair"

@@ -81,12 +81,16 @@ func uncontendedChecks(t *table) []check {
 		ratioCheck(t, "1. uncontended pairs/s ≥ 0.9× the floor", colPairsPerSec, 0.9, "floor", of(t, "floor", colPairsPerSec), true),
 		ratioCheck(t, "1. uncontended pairs/s ≥ 1.0× the best peer", colPairsPerSec, 1.0, "best peer", bestPeer(t, colPairsPerSec, true), true),
 		limitCheck(t, "1. exactly 2 round trips per uncontended pair", colRoundTrips, 3, func(v float64) bool { return math.Abs(v-2) < 0.005 }),
-		limitCheck(t, "1. ≤ 40 allocations per uncontended lock + unlock (the whole process's)", colAllocs, 1, func(v float64) bool { return v <= 40 }),
+		limitCheck(t, "1. ≤ 30 allocations per uncontended lock + unlock (the whole process's; issue 32)", colAllocs, 1, func(v float64) bool { return v <= 30 }),
+		ratioCheck(t, "1. Redis usec per uncontended pair ≤ 1.3× redislock's (issue 32)", colRedisUsec, 1.3, "redislock", of(t, "redislock", colRedisUsec), false),
 	}
 }
 
-func waiterCheck(t *table) check {
-	return limitCheck(t, "2. a blocked waiter sends ≤ 1 command/s", colWaiterCommands, 3, func(v float64) bool { return v <= 1 })
+func waiterChecks(t *table) []check {
+	return []check{
+		limitCheck(t, "2. a blocked waiter sends ≤ 1 command/s", colWaiterCommands, 3, func(v float64) bool { return v <= 1 }),
+		limitCheck(t, "2. a blocked waiter sends ≤ 4 commands over its wait (issue 32)", colWaiterTotal, 0, func(v float64) bool { return v <= 4 }),
+	}
 }
 
 // contendedChecks are the targets of one case of scenario 3. The wait p99
@@ -106,11 +110,15 @@ func contendedChecks(t *table, workers int, hold time.Duration, perWorker bool) 
 		checks = append(checks,
 			ratioCheck(t, where+" wait p99 ≤ 0.2× the best peer's", colWait99, 0.2, "best peer", bestPeer(t, colWait99, false), false))
 	}
-	return checks
+	return append(checks,
+		ratioCheck(t, where+" Redis usec/acq ≤ 1.5× the floor's (issue 32)", colRedisUsec, 1.5, "floor", of(t, "floor", colRedisUsec), false))
 }
 
-func manyKeysCheck(t *table) check {
-	return ratioCheck(t, "4. many keys acq/s ≥ 0.9× the floor", colAcqPerSec, 0.9, "floor", of(t, "floor", colAcqPerSec), true)
+func manyKeysChecks(t *table) []check {
+	return []check{
+		ratioCheck(t, "4. many keys acq/s ≥ 0.9× the floor", colAcqPerSec, 0.9, "floor", of(t, "floor", colAcqPerSec), true),
+		ratioCheck(t, "4. many keys Redis usec/acq ≤ 1.3× the floor's (issue 32)", colRedisUsec, 1.3, "floor", of(t, "floor", colRedisUsec), false),
+	}
 }
 
 func heldChecks(t *table, locks int) []check {

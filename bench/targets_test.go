@@ -34,17 +34,18 @@ func expectVerdicts(t *testing.T, got []verdict, want []wantVerdict) {
 }
 
 func TestContendedChecksUseTheBestPeer(t *testing.T) {
-	tb := newTable("t", "", column{colAcqPerSec, "", 0}, column{colWait99, "", 0}, column{colWaitMax, "", 0}, column{colJain, "", 0})
-	tb.add("lockkit", figures{colAcqPerSec: 96, colWait99: 19, colWaitMax: 50, colJain: 0.97})
-	tb.add("redsync", figures{colAcqPerSec: 80, colWait99: 300, colWaitMax: 200})
-	tb.add("redislock", figures{colAcqPerSec: 100, colWait99: 100, colWaitMax: 1500})
-	tb.add("floor", figures{colAcqPerSec: 1000, colWait99: 1, colWaitMax: 1}) // not a peer
+	tb := newTable("t", "", column{colAcqPerSec, "", 0}, column{colWait99, "", 0}, column{colWaitMax, "", 0}, column{colJain, "", 0}, column{colRedisUsec, "", 1})
+	tb.add("lockkit", figures{colAcqPerSec: 96, colWait99: 19, colWaitMax: 50, colJain: 0.97, colRedisUsec: 40})
+	tb.add("redsync", figures{colAcqPerSec: 80, colWait99: 300, colWaitMax: 200, colRedisUsec: 5})
+	tb.add("redislock", figures{colAcqPerSec: 100, colWait99: 100, colWaitMax: 1500, colRedisUsec: 5})
+	tb.add("floor", figures{colAcqPerSec: 1000, colWait99: 1, colWaitMax: 1, colRedisUsec: 20}) // not a peer
 	got := judge(contendedChecks(tb, 8, time.Millisecond, false))
 	expectVerdicts(t, got, []wantVerdict{
 		{true, "lockkit 96.00, best peer 100.00: 0.960×"}, // acq/s: higher is better
 		{false, "lockkit 0.970"},
 		{false, "lockkit 50.00, best peer 200.00: 0.250×"}, // wait max: lower is better
 		{true, "lockkit 19.00, best peer 100.00: 0.190×"},  // p99: lower is better
+		{false, "lockkit 40.00, floor 20.00: 2.000×"},      // Redis usec against the floor's
 	})
 	if want := "3. W = 8, hold 1 ms, one shared client: acq/s ≥ 0.95× the best peer's"; got[0].target != want {
 		t.Errorf("target %q, want %q", got[0].target, want)
@@ -59,9 +60,9 @@ func TestContendedChecksCoverEveryCase(t *testing.T) {
 		n         int
 		where     string
 	}{
-		{0, false, 3, "3. W = 32, hold 0 ms, one shared client:"},
-		{0, true, 3, "3. W = 32, hold 0 ms, a client per worker:"},
-		{time.Millisecond, true, 4, "3. W = 32, hold 1 ms, a client per worker:"}, // and the earlier issue's p99
+		{0, false, 4, "3. W = 32, hold 0 ms, one shared client:"},
+		{0, true, 4, "3. W = 32, hold 0 ms, a client per worker:"},
+		{time.Millisecond, true, 5, "3. W = 32, hold 1 ms, a client per worker:"}, // and the earlier issue's p99
 	} {
 		got := judge(contendedChecks(tb, 32, tc.hold, tc.perWorker))
 		if len(got) != tc.n {
@@ -79,16 +80,17 @@ func TestContendedChecksCoverEveryCase(t *testing.T) {
 }
 
 func TestUncontendedChecks(t *testing.T) {
-	tb := newTable("t", "", pairColumns()...)
-	tb.add("lockkit", figures{colPairsPerSec: 5000, colRoundTrips: 2, colAllocs: 40})
-	tb.add("redsync", figures{colPairsPerSec: 5200, colRoundTrips: 2, colAllocs: 40})
-	tb.add("redislock", figures{colPairsPerSec: 4800, colRoundTrips: 2, colAllocs: 34})
-	tb.add("floor", figures{colPairsPerSec: 5500, colRoundTrips: 2, colAllocs: 21})
+	tb := newTable("t", "", pairColumns(column{colRedisUsec, "", 1})...)
+	tb.add("lockkit", figures{colPairsPerSec: 5000, colRoundTrips: 2, colAllocs: 40, colRedisUsec: 7})
+	tb.add("redsync", figures{colPairsPerSec: 5200, colRoundTrips: 2, colAllocs: 40, colRedisUsec: 4})
+	tb.add("redislock", figures{colPairsPerSec: 4800, colRoundTrips: 2, colAllocs: 34, colRedisUsec: 6})
+	tb.add("floor", figures{colPairsPerSec: 5500, colRoundTrips: 2, colAllocs: 21, colRedisUsec: 3})
 	expectVerdicts(t, judge(uncontendedChecks(tb)), []wantVerdict{
 		{true, "lockkit 5,000.00, floor 5,500.00: 0.909×"},
 		{false, "lockkit 5,000.00, best peer 5,200.00: 0.962×"}, // the higher peer, redsync
 		{true, "lockkit 2.000"},
-		{true, "lockkit 40.0"}, // ≤ 40 allocations
+		{false, "lockkit 40.0"},                        // > 30 allocations
+		{true, "lockkit 7.00, redislock 6.00: 1.167×"}, // against redislock's, not the lower peer's
 	})
 	tb.add("lockkit", figures{colPairsPerSec: 5000, colRoundTrips: 3, colAllocs: 41})
 	tb.add("lockkit", figures{colPairsPerSec: 5000, colRoundTrips: 3, colAllocs: 41})
@@ -107,12 +109,13 @@ func TestRatioJustUnderTheBoundShowsAsUnder(t *testing.T) {
 }
 
 func TestManyKeysCheck(t *testing.T) {
-	tb := newTable("t", "", column{colAcqPerSec, "", 0})
-	tb.add("lockkit", figures{colAcqPerSec: 17_000})
-	tb.add("redislock", figures{colAcqPerSec: 30_000}) // peers do not count
-	tb.add("floor", figures{colAcqPerSec: 20_000})
-	expectVerdicts(t, judge([]check{manyKeysCheck(tb)}), []wantVerdict{
+	tb := newTable("t", "", column{colAcqPerSec, "", 0}, column{colRedisUsec, "", 1})
+	tb.add("lockkit", figures{colAcqPerSec: 17_000, colRedisUsec: 6.5})
+	tb.add("redislock", figures{colAcqPerSec: 30_000, colRedisUsec: 1}) // peers do not count
+	tb.add("floor", figures{colAcqPerSec: 20_000, colRedisUsec: 5})
+	expectVerdicts(t, judge(manyKeysChecks(tb)), []wantVerdict{
 		{false, "lockkit 17,000.00, floor 20,000.00: 0.850×"},
+		{true, "lockkit 6.50, floor 5.00: 1.300×"}, // at the bound
 	})
 }
 
@@ -157,7 +160,7 @@ func TestVerdictsWithoutFigures(t *testing.T) {
 	tb.notApplicable("floor")
 	var b strings.Builder
 	writeVerdicts(&b, config{}, uncontendedChecks(tb))
-	if strings.Contains(b.String(), "met") || strings.Count(b.String(), "not measured") != 4 {
+	if strings.Contains(b.String(), "met") || strings.Count(b.String(), "not measured") != 5 {
 		t.Fatalf("verdicts without figures:\n%s", b.String())
 	}
 }

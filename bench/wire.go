@@ -1,9 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -60,6 +65,21 @@ func (a wireCount) commands() int64 {
 		total += n
 	}
 	return total
+}
+
+// names lists the commands sent by name, the most frequent first, as
+// "evalsha 2, ping 1".
+func (a wireCount) names() string {
+	names := slices.Collect(maps.Keys(a.sent))
+	slices.SortFunc(names, func(x, y string) int { return cmp.Or(cmp.Compare(a.sent[y], a.sent[x]), cmp.Compare(x, y)) })
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %d", n, a.sent[n])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // sub returns what was sent between b and a.
