@@ -11,7 +11,10 @@ import (
 )
 
 func Example() {
-	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	// ContextTimeoutEnabled is recommended: go-redis then stops a call at
+	// its context's deadline itself, and a lone call of the Client runs on
+	// the caller's goroutine (docs/operations.md).
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
 	defer rdb.Close()
 
 	locker, err := lock.New(rdb)
