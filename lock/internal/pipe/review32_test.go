@@ -140,3 +140,129 @@ func TestReview32InlineCallerDoesNotSendOthersCallsAfterClose(t *testing.T) {
 		t.Errorf("the lone call on a stalled Redis succeeded")
 	}
 }
+
+// TestReview32InlineAndQueuedCallsEachSentOnce: many goroutines of one
+// Pipe whose lone calls go inline and whose others queue: every call is
+// sent exactly once (counted by a hook of go-redis, alone or in a
+// pipeline), its reply handler runs exactly once, and afterwards no
+// sender's slot is left taken and the queue is empty.
+func TestReview32InlineAndQueuedCallsEachSentOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	p, _, rdb := review32Pipe(t, srv, redis.Options{PoolSize: 2})
+	if err := review32Renew(p, context.Background(), "warm").Err(); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	evals := &evalCount{}
+	rdb.AddHook(evals)
+	const goroutines, each = 16, 300
+	var replies sync.Map // call number -> times its handler ran
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				n := g*each + i
+				then := func(h int, _ *redis.Cmd) chan struct{} {
+					v, _ := replies.LoadOrStore(h, new(int64))
+					*(v.(*int64))++ // one handler per call: a second run is a race the detector reports
+					return nil
+				}
+				if err := p.Run(context.Background(), scripts.Renew, n, then, []any{"", "", 1, "k"}, []any{"owner", 1000}).Err(); err != nil {
+					errs <- err
+					return
+				}
+				if i%50 == 0 {
+					time.Sleep(time.Millisecond) // lets the pipe go idle now and then: lone calls again
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := evals.n.Load(); n != goroutines*each {
+		t.Errorf("%d script commands sent for %d calls", n, goroutines*each)
+	}
+	count := 0
+	replies.Range(func(_, v any) bool {
+		count++
+		if n := *(v.(*int64)); n != 1 {
+			t.Errorf("a call's reply handler ran %d times", n)
+		}
+		return true
+	})
+	if count != goroutines*each {
+		t.Errorf("reply handlers ran for %d of %d calls", count, goroutines*each)
+	}
+	idle := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.senders == 0 && len(p.queue) == 0
+	}
+	for end := time.Now().Add(5 * time.Second); !idle() && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	if !idle() {
+		p.mu.Lock()
+		t.Errorf("after the calls: %d senders, %d calls queued; want 0 and 0", p.senders, len(p.queue))
+		p.mu.Unlock()
+	}
+}
+
+// TestReview32InlineCallerAfterCloseWithAStreamOfCalls is
+// TestReview32InlineCallerDoesNotSendOthersCallsAfterClose without
+// holding the stall timer: once the Runner is closed, other callers
+// (5 s deadlines) start a call every 200 µs around the lone call's
+// deadline. Each waits in the queue until the stall timer gives it a
+// sender, up to stallAfter; when the lone call ends in such a moment,
+// its caller takes the queue and sends it on its own goroutine (see the
+// test above), and then whatever keeps coming, so it returns late.
+func TestReview32InlineCallerAfterCloseWithAStreamOfCalls(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	p, run, _ := review32Pipe(t, srv, redis.Options{MaxRetries: -1, PoolSize: 1000})
+	if err := review32Renew(p, context.Background(), "warm").Err(); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	const limit = 300 * time.Millisecond
+	others, cancelOthers := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelOthers()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	stop := make(chan struct{})
+	lone := make(chan time.Duration, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		defer cancel()
+		start := time.Now()
+		_ = review32Renew(p, ctx, "lone").Err()
+		lone <- time.Since(start)
+		close(stop)
+	}()
+	time.Sleep(10 * time.Millisecond) // the lone call is on its way
+	run.Close(0)                      // the lock Client's Close
+	time.Sleep(limit - 60*time.Millisecond)
+	for i := 0; i < 2000; i++ {
+		select {
+		case <-stop:
+			i = 2000
+			continue
+		default:
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = review32Renew(p, others, "other").Err() }()
+		time.Sleep(200 * time.Microsecond)
+	}
+	took := <-lone
+	t.Logf("lone call with a %v deadline returned after %v", limit, took)
+	if bound := limit + review32Bound(100*time.Millisecond); took > bound {
+		t.Errorf("the lone call took %v with a %v deadline (bound %v): its goroutine sent other callers' calls", took, limit, bound)
+	}
+}
