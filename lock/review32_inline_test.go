@@ -1,0 +1,140 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
+	"github.com/lockkit/lockkit/lock"
+)
+
+// Adversarial review of the inline lone call (pipe.boundsCalls): a Client
+// over a go-redis client with ContextTimeoutEnabled sends a lone script
+// call on its caller's goroutine.
+
+// inlineClient returns a go-redis client of srv with ContextTimeoutEnabled
+// and opt's other settings, closed when the test ends.
+func inlineClient(t *testing.T, srv *redistest.Server, opt redis.Options) *redis.Client {
+	t.Helper()
+	opt.Addr = srv.Addr
+	opt.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(&opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// TestReview32CutOffByDeadlineIsNotObtained: a Lock or TryLock whose
+// deadline cuts off its Redis call on a stalled Redis returns within the
+// deadline + 100 ms with ErrNotObtained joined with DeadlineExceeded, as
+// TestCallsKeepDeadlinesWhenRedisStalls requires for the default client.
+// Here the go-redis client has ContextTimeoutEnabled and no retries
+// (MaxRetries -1), so the lone call runs on the caller's goroutine and
+// go-redis sets the socket's read deadline to the context's deadline.
+// The read's i/o timeout and the context's own timer (which cancels it
+// from a goroutine of its own) fire at the same instant: when the
+// caller's goroutine, readied by the network poller, runs first,
+// ctx.Err() is still nil, so runInline returns go-redis's i/o timeout
+// instead of the context's error and cutOff does not see a cut-off.
+func TestReview32CutOffByDeadlineIsNotObtained(t *testing.T) {
+	locktest.Timed(t)
+	srv := redistest.Start(t)
+	rdb := inlineClient(t, srv, redis.Options{MaxRetries: -1})
+	c := locktest.NewClient(t, rdb)
+	if _, unlock, err := c.Lock(context.Background(), "warm"); err != nil { // loads the scripts, opens a connection
+		t.Fatal(err)
+	} else if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	slack := locktest.Bound(slack)
+	const limit = 50 * time.Millisecond
+	const n = 30
+	wrong := 0
+	var first error
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		var err error
+		took := timed(func() {
+			if i%2 == 0 {
+				_, _, err = c.Lock(ctx, "k"+randKey())
+			} else {
+				_, _, err = c.TryLock(ctx, "k"+randKey())
+			}
+		})
+		cancel()
+		if took > limit+slack {
+			t.Errorf("call %d took %v with a %v deadline", i, took, limit)
+		}
+		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+			wrong++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if wrong > 0 {
+		t.Errorf("%d of %d calls cut off by their deadline did not report ErrNotObtained and DeadlineExceeded; first: %v", wrong, n, first)
+	}
+}
+
+// TestReview32ReentryCutOffByDeadlineIsNotObtained: a re-entry whose
+// deadline cuts off its Redis call on a stalled Redis reports
+// ErrNotObtained joined with DeadlineExceeded within the deadline + 100 ms,
+// as TestReentryOnStalledRedisKeepsItsBound requires for the default
+// client. With ContextTimeoutEnabled, go-redis ends the read at the
+// deadline with an i/o timeout while the context's own timer, which fires
+// at the same instant, may not have cancelled the context yet (about half
+// of the calls at the pipe: pipe.Run returns the i/o timeout with
+// ctx.Err() nil, inline or queued). reenter tests cutOff right after the
+// call, so such a re-entry returns the bare Redis error ("lock: re-enter
+// "k": i/o timeout"). With go-redis's retries the retry's backoff sleep
+// sees the context's end and returns its error instead; without retries
+// (MaxRetries -1) 7-14 of 30 re-entries fail so, here and at the commit
+// before the inline call (9bd5e08^): the race comes with
+// ContextTimeoutEnabled, which docs/operations.md now recommends.
+func TestReview32ReentryCutOffByDeadlineIsNotObtained(t *testing.T) {
+	locktest.Timed(t)
+	for _, tc := range []struct {
+		name    string
+		retries int
+	}{{"no retries", -1}, {"default retries", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			rdb := inlineClient(t, srv, redis.Options{MaxRetries: tc.retries})
+			c := locktest.NewClient(t, rdb, lock.WithDefaultLease(30*time.Second))
+			key := "reenter-" + randKey()
+			lctx, _ := locktest.MustLock(t, c, context.Background(), key)
+			srv.Pause()
+			defer srv.Resume()
+			slack := locktest.Bound(slack)
+			const limit = 50 * time.Millisecond
+			const n = 30
+			wrong := 0
+			var first error
+			for i := range n {
+				ctx, cancel := context.WithTimeout(lctx, limit)
+				var err error
+				took := timed(func() { _, _, err = c.Lock(ctx, key) })
+				cancel()
+				if took > limit+slack {
+					t.Errorf("re-entry %d took %v with a %v deadline: %v", i, took, limit, err)
+				}
+				if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+					wrong++
+					if first == nil {
+						first = err
+					}
+				}
+			}
+			if wrong > 0 {
+				t.Errorf("%d of %d re-entries cut off by their deadline did not report ErrNotObtained and DeadlineExceeded; first: %v", wrong, n, first)
+			}
+		})
+	}
+}
