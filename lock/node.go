@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -68,14 +69,44 @@ type replied = pipe.Replied[*hold]
 // is nil.
 func (nd *node) runThen(ctx context.Context, s scripts.Script, h *hold, then replied, rk redisKeys, argv ...any) *redis.Cmd {
 	if nd.pipe != nil {
-		return nd.pipe.Run(ctx, s, h, then, rk.args, argv)
+		return cutAtDeadline(ctx, nd.pipe.Run(ctx, s, h, then, rk.args, argv))
 	}
 	cmd := nd.send(ctx, s, rk.scriptArgs(argv...))
 	if then != nil {
 		signal(then(h, cmd))
 	}
+	return cutAtDeadline(ctx, cmd)
+}
+
+// cutAtDeadline is cmd, or, when it failed once ctx's deadline had
+// passed, a command failed with ctx's error. With ContextTimeoutEnabled
+// go-redis stops a call at the deadline through the socket's, which may
+// fire a moment before the context's own timer; callers tell a call that
+// its context cut off from a Redis error by ctx.Err(), so it waits for
+// that timer (briefly: the deadline has passed).
+func cutAtDeadline(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+	if cmd.Err() == nil {
+		return cmd
+	}
+	if d, ok := ctx.Deadline(); ok && ctx.Err() == nil && !time.Now().Before(d) {
+		t := time.NewTimer(deadlineSettle)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	if err := ctx.Err(); err != nil && !errors.Is(cmd.Err(), err) {
+		failed := redis.NewCmd(ctx)
+		failed.SetErr(err)
+		return failed
+	}
 	return cmd
 }
+
+// deadlineSettle bounds how long cutAtDeadline waits for a context whose
+// deadline has passed to say so.
+const deadlineSettle = 10 * time.Millisecond
 
 // send sends a script call with args (see scripts.Script.Do) itself, for a node
 // without a pipe.

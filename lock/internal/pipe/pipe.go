@@ -172,7 +172,7 @@ func (p *Pipe[H]) Run(ctx context.Context, s scripts.Script, h H, then Replied[H
 
 // runInline sends r, a lone call, on its caller's goroutine, holding a
 // sender's slot, which it passes to a sender for the calls that came
-// meanwhile. A call whose context ended is not sent, and one that Redis
+// meanwhile (once the Client is closed, to the stall timer's). A call whose context ended is not sent, and one that Redis
 // did not answer before it ended fails with the context's error, as a
 // queued one would.
 func (p *Pipe[H]) runInline(r *request[H]) *redis.Cmd {
@@ -193,8 +193,13 @@ func (p *Pipe[H]) runInline(r *request[H]) *redis.Cmd {
 		p.senders--
 	}
 	p.mu.Unlock()
-	if more {
-		p.start(p.ctx)
+	if more && !p.tasks.Run(p.flush) {
+		// Closed: the caller, whose call is done, does not send the
+		// others'; the stall timer starts a sender for them (see stalled).
+		p.mu.Lock()
+		p.senders--
+		p.watch.Reset(0)
+		p.mu.Unlock()
 	}
 	p.tasks.Leave()
 	signal(wake)
