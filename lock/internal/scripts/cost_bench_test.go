@@ -31,18 +31,19 @@ const (
 
 // A costCase is one common call of a script: reset puts the lock in the
 // state the call finds (with plain commands, counted apart from the
-// script's), call makes it.
+// script's), call makes it, and its reply, printed, begins with want.
 type costCase struct {
 	name  string
 	reset func(ctx context.Context, rdb *redis.Client) int // commands sent
-	call  func(ctx context.Context, rdb *redis.Client) error
+	call  func(ctx context.Context, rdb *redis.Client) (any, error)
+	want  string
 }
 
 // script returns a call of s with the lock's keys and argv.
-func script(s Script, argv ...any) func(context.Context, *redis.Client) error {
-	return func(ctx context.Context, rdb *redis.Client) error {
+func script(s Script, argv ...any) func(context.Context, *redis.Client) (any, error) {
+	return func(ctx context.Context, rdb *redis.Client) (any, error) {
 		args := append(append([]any{"", "", len(costKeys)}, costKeys...), argv...)
-		return s.Do(ctx, rdb, args).Err()
+		return s.Do(ctx, rdb, args).Result()
 	}
 }
 
@@ -62,27 +63,27 @@ func costCases() []costCase {
 		{"acquire/free-hash", func(ctx context.Context, rdb *redis.Client) int {
 			rdb.HSet(ctx, "lockkit:{bench}", "o", costOther, "n", 0, "t", 1000, "r", costOther)
 			return 1
-		}, acquire},
+		}, acquire, "[1 1001]"},
 		{"acquire/no-hash", func(ctx context.Context, rdb *redis.Client) int {
 			rdb.Del(ctx, "lockkit:{bench}")
 			return 1
-		}, acquire},
-		{"acquire/reentry", held(1), script(Acquire, costOwner, costLease, 2, costClaim, 1, "PUBLISH")},
-		{"release/last", held(1), script(Release, costOwner, 0, costClaim, "PUBLISH", costLinger)},
-		{"release/inner", held(2), script(Release, costOwner, 1, costClaim, "PUBLISH", costLinger)},
-		{"renew/1", held(1), renewCall(1)},
+		}, acquire, "[1 "}, // a token from Redis's clock
+		{"acquire/reentry", held(1), script(Acquire, costOwner, costLease, 2, costClaim, 1, "PUBLISH"), "[2 1000]"},
+		{"release/last", held(1), script(Release, costOwner, 0, costClaim, "PUBLISH", costLinger), "[1]"},
+		{"release/inner", held(2), script(Release, costOwner, 1, costClaim, "PUBLISH", costLinger), "[1]"},
+		{"renew/1", held(1), renewCall(1), "[1]"},
 		{"renew/100", func(ctx context.Context, rdb *redis.Client) int {
 			for i := range 100 {
 				rdb.HSet(ctx, "lockkit:{bench}:"+strconv.Itoa(i), "o", costOwner, "n", 1, "t", 1000)
 			}
 			return 100
-		}, renewCall(100)},
+		}, renewCall(100), "[1 1 1 "},
 	}
 }
 
 // renewCall renews n locks of costOwner: "lockkit:{bench}" alone, or
 // "lockkit:{bench}:0" and on.
-func renewCall(n int) func(context.Context, *redis.Client) error {
+func renewCall(n int) func(context.Context, *redis.Client) (any, error) {
 	args := []any{"", "", n}
 	if n == 1 {
 		args = append(args, "lockkit:{bench}")
@@ -94,8 +95,8 @@ func renewCall(n int) func(context.Context, *redis.Client) error {
 	for range n {
 		args = append(args, costOwner, costLease)
 	}
-	return func(ctx context.Context, rdb *redis.Client) error {
-		return Renew.Do(ctx, rdb, append([]any(nil), args...)).Err()
+	return func(ctx context.Context, rdb *redis.Client) (any, error) {
+		return Renew.Do(ctx, rdb, append([]any(nil), args...)).Result()
 	}
 }
 
@@ -109,15 +110,15 @@ func refCases() []costCase {
 	del := func(ctx context.Context, rdb *redis.Client) int { rdb.Del(ctx, "ref"); return 1 }
 	set := func(ctx context.Context, rdb *redis.Client) int { rdb.Set(ctx, "ref", costOwner, 0); return 1 }
 	return []costCase{
-		{"ref/set-nx-px", del, func(ctx context.Context, rdb *redis.Client) error {
-			return rdb.SetNX(ctx, "ref", costOwner, costLease*time.Millisecond).Err()
-		}},
-		{"ref/obtain-script", del, func(ctx context.Context, rdb *redis.Client) error {
-			return refObtain.Do(ctx, rdb, []any{"", "", 1, "ref", costOwner, costLease}).Err()
-		}},
-		{"ref/compare-and-delete", set, func(ctx context.Context, rdb *redis.Client) error {
-			return refCAD.Do(ctx, rdb, []any{"", "", 1, "ref", costOwner}).Err()
-		}},
+		{"ref/set-nx-px", del, func(ctx context.Context, rdb *redis.Client) (any, error) {
+			return rdb.SetNX(ctx, "ref", costOwner, costLease*time.Millisecond).Result()
+		}, "true"},
+		{"ref/obtain-script", del, func(ctx context.Context, rdb *redis.Client) (any, error) {
+			return refObtain.Do(ctx, rdb, []any{"", "", 1, "ref", costOwner, costLease}).Result()
+		}, "1"},
+		{"ref/compare-and-delete", set, func(ctx context.Context, rdb *redis.Client) (any, error) {
+			return refCAD.Do(ctx, rdb, []any{"", "", 1, "ref", costOwner}).Result()
+		}, "1"},
 	}
 }
 
@@ -171,10 +172,10 @@ func BenchmarkScriptCost(b *testing.B) {
 			if err := rdb.FlushAll(ctx).Err(); err != nil {
 				b.Fatal(err)
 			}
-			// Warm up: the script is cached, the reply correct.
+			// Warm up: the script is cached, the reply as expected.
 			c.reset(ctx, rdb)
-			if err := c.call(ctx, rdb); err != nil && err != redis.Nil {
-				b.Fatal(err)
+			if v, err := c.call(ctx, rdb); err != nil || !strings.HasPrefix(fmt.Sprint(v), c.want) {
+				b.Fatalf("reply %v, %v; want %s...", v, err, c.want)
 			}
 			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 				b.Fatal(err)
@@ -189,7 +190,7 @@ func BenchmarkScriptCost(b *testing.B) {
 				b.StopTimer()
 				resets += c.reset(ctx, rdb)
 				b.StartTimer()
-				if err := c.call(ctx, rdb); err != nil && err != redis.Nil {
+				if _, err := c.call(ctx, rdb); err != nil {
 					b.Fatal(err)
 				}
 			}
