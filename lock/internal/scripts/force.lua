@@ -25,6 +25,7 @@
 -- not ARGV[5]; else {1, old owner, its token}, followed by the waiter and
 -- its token when the lock was handed over.
 
+--[[token.lua]]
 --[[queue.lua]]
 
 local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'q')

@@ -14,6 +14,7 @@
 --
 -- Returns 1 when the waiter was queued or held the lock, else 0.
 
+--[[token.lua]]
 --[[queue.lua]]
 
 local queued = unwait(ARGV[1])

@@ -1,12 +1,13 @@
 -- The data of one lock and its wait queue, first come first served across
 -- all Clients. This part is inserted into acquire.lua, release.lua,
 -- leave.lua and force.lua where their queue part begins (the line
--- --[[queue.lua]]), after the common cases that need none of it; they
--- share this key layout:
+-- --[[queue.lua]]), after the common cases that need none of it and
+-- after token.lua; they share this key layout:
 --
 -- KEYS[1]  lock hash, with the lease as TTL:
 --            o  the owner (while n > 0; afterwards the last one)
---            n  its hold count; 0 or missing when the lock is free
+--            n  its hold count, a whole number in decimal; "0" or missing
+--               when the lock is free
 --            t  the last fencing token handed out
 --            r  the owner of the last full release
 --            q  1 when a wait queue may exist; 0 or missing: none does
@@ -24,19 +25,6 @@
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
--- next_token returns the token after last (nil when the hash is gone), as
--- a number and as the string stored.
-local function next_token(last)
-  local tok
-  if last then
-    tok = tonumber(last) + 1
-  else
-    local t = redis.call('TIME')
-    tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  return tok, string.format('%.0f', tok)
 end
 
 -- client_of is the Client part of owner o ("<client id>:<seq>").
@@ -259,7 +247,7 @@ local function hand_off(from, last, claim, publish, all, replied)
     return nil
   end
   local tok, s = next_token(last)
-  write_lock(claim, 'o', o, 'n', 1, 't', s, 'r', from, 'q', 1, 'open', 0)
+  write_lock(claim, 'o', o, 'n', '1', 't', s, 'r', from, 'q', '1', 'open', '0')
   local msg = hand_off_msg(from, o, s, now)
   local keep = claim
   if not (replied and client_of(o) == client_of(from)) and tell(publish, o, msg) > 0 then
@@ -287,7 +275,7 @@ end
 -- let_go marks the lock free after owner's last release, with no waiter
 -- left (the queue flag goes), and keeps the hash for linger ms.
 local function let_go(owner, linger)
-  write_lock(linger, 'n', 0, 'r', owner, 'q', 0)
+  write_lock(linger, 'n', '0', 'r', owner, 'q', '0')
 end
 
 -- enqueue puts owner at the back of the queue unless it is in it already,

@@ -22,24 +22,28 @@
 -- while the waiter it handed the lock to holds it, so that the releasing
 -- Client still wakes its own waiter, which the hand-off sent no message
 -- (the time unknown, that waiter confirms before it counts on the lock).
-local n = tonumber(ARGV[2])
 local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'r', 'q')
-local holds = h[1] == ARGV[1] and tonumber(h[2] or '0') > 0
+-- Hold counts are compared as strings (see acquire.lua).
+local holds = h[1] == ARGV[1] and h[2] and h[2] ~= '0'
 
 -- The common cases, before the queue's helpers are defined (defining them
--- costs each call that needs none): a level that is not the last, and the
--- last one with no queue, which marks the lock free (as let_go does).
-if holds and n > 0 then
-  redis.call('HSET', KEYS[1], 'n', n)
+-- costs each call that needs none): a level that is not the last (two
+-- redis.calls), and the last one with no queue, which marks the lock free
+-- as let_go does (three).
+if holds and ARGV[2] ~= '0' then
+  redis.call('HSET', KEYS[1], 'n', ARGV[2])
   return {1}
 end
 if holds and h[5] ~= '1' and ARGV[3] ~= '0' then
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
-  redis.call('HSET', KEYS[1], 'n', 0, 'r', ARGV[1])
+  redis.call('HSET', KEYS[1], 'n', '0', 'r', ARGV[1])
   return {1}
 end
 
+--[[token.lua]]
 --[[queue.lua]]
+
+local n = tonumber(ARGV[2])
 
 if not holds then
   if n == 0 and h[4] == ARGV[1] then

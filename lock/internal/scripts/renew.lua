@@ -9,7 +9,7 @@
 local res = {}
 for i, key in ipairs(KEYS) do
   local h = redis.call('HMGET', key, 'o', 'n')
-  if h[1] == ARGV[2 * i - 1] and tonumber(h[2] or '0') > 0 then
+  if h[1] == ARGV[2 * i - 1] and h[2] and h[2] ~= '0' then -- held (see acquire.lua)
     redis.call('PEXPIRE', key, ARGV[2 * i])
     res[i] = 1
   else

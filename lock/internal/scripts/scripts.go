@@ -13,8 +13,11 @@ import (
 
 // The scripts run with EVALSHA, falling back to EVAL when Redis does not
 // know them yet. Those that touch the wait queue get its helpers,
-// queue.lua, where their queue part begins (see withQueue).
+// queue.lua, where their queue part begins, and the fencing token's,
+// token.lua, before (see withQueue).
 var (
+	//go:embed token.lua
+	tokenSrc string
 	//go:embed queue.lua
 	queueSrc string
 
@@ -50,18 +53,28 @@ var (
 	Renew = newScript(renewSrc)
 )
 
-// queueMark is the line of a script where queue.lua's helpers go: after
-// the common cases, which return before Lua defines them (each definition
-// costs every call that runs it).
-const queueMark = "--[[queue.lua]]\n"
+// queueMark and tokenMark are the lines of a script where queue.lua's and
+// token.lua's helpers go: after the common cases that need none, which
+// return before Lua defines them (each definition costs every call that
+// runs it).
+const (
+	queueMark = "--[[queue.lua]]\n"
+	tokenMark = "--[[token.lua]]\n"
+)
 
-// withQueue returns src with queue.lua in place of its queueMark.
+// withQueue returns src with token.lua and queue.lua in place of their
+// marks; it panics when src lacks one.
 func withQueue(src string) string {
-	before, after, ok := strings.Cut(src, queueMark)
+	return insert(insert(src, tokenMark, tokenSrc), queueMark, queueSrc)
+}
+
+// insert returns src with part in place of its line mark.
+func insert(src, mark, part string) string {
+	before, after, ok := strings.Cut(src, mark)
 	if !ok {
-		panic("scripts: a script that uses the queue has no " + queueMark)
+		panic("scripts: a script that uses the queue has no " + mark)
 	}
-	return before + queueSrc + after
+	return before + part + after
 }
 
 // A Script is a Lua script of the lock, its hash and source boxed once,

@@ -9,12 +9,15 @@ import (
 )
 
 // Every script that uses the queue carries queue.lua's helpers where its
-// mark was, and no mark is left.
+// mark was, token.lua's before them, and no mark is left.
 func TestQueueHelpersInserted(t *testing.T) {
 	for name, s := range map[string]Script{"acquire": Acquire, "release": Release, "leave": Leave, "force": Force} {
 		src := s.src.(string)
 		if strings.Contains(src, queueMark) || !strings.Contains(src, queueSrc) {
 			t.Errorf("%s.lua: queue.lua not in place of its mark", name)
+		}
+		if i := strings.Index(src, tokenSrc); strings.Contains(src, tokenMark) || i < 0 || i > strings.Index(src, queueSrc) {
+			t.Errorf("%s.lua: token.lua not in place of its mark, before queue.lua", name)
 		}
 	}
 }
