@@ -14,14 +14,14 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// TestReview32CloseWithLoneCallsOnFrozenRedis: Clients over a go-redis
+// TestCloseWithLoneCallsOnFrozenRedis: Clients over a go-redis
 // client with ContextTimeoutEnabled (read timeout 2 s) and a frozen
 // network, each with a lone Lock in flight on the caller's goroutine
 // (no deadline) and Locks queued behind it (10 s deadlines), and a held
 // key. Every Close returns within 1 s; the queued Locks return ErrClosed
 // by then; the lone ones ErrClosed when go-redis gives up, within the
 // read timeout (docs/operations.md, "go-redis client settings").
-func TestReview32CloseWithLoneCallsOnFrozenRedis(t *testing.T) {
+func TestCloseWithLoneCallsOnFrozenRedis(t *testing.T) {
 	locktest.Timed(t)
 	srv, _ := newReal(t)
 	proxy := locktest.StartProxy(t, srv.Addr)

@@ -12,7 +12,7 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// TestReview32HolderLosesKeyWhenLoneCallTakesThePool: a Client over a
+// TestHolderLosesKeyWhenLoneCallTakesThePool: a Client over a
 // go-redis client with ContextTimeoutEnabled and a pool of one
 // connection holds a key with a 600 ms lease; a lone Lock of another key
 // goes inline and its command is held back 3 s on the pool's only
@@ -20,7 +20,7 @@ import (
 // connection and cannot get through. The holder's lock context must end
 // with ErrLost before its lease ends, and the lone Lock return within its
 // 1 s deadline + 100 ms.
-func TestReview32HolderLosesKeyWhenLoneCallTakesThePool(t *testing.T) {
+func TestHolderLosesKeyWhenLoneCallTakesThePool(t *testing.T) {
 	locktest.Timed(t)
 	srv, _ := newReal(t)
 	proxy := locktest.StartProxy(t, srv.Addr)

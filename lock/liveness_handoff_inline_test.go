@@ -11,7 +11,7 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// TestReview32HandOffByCutOffReleaseReachesLocalWaiter: a holder whose
+// TestHandOffByCutOffReleaseReachesLocalWaiter: a holder whose
 // lock context has a 100 ms deadline unlocks while a waiter of the same
 // Client is queued; the network holds the release back 400 ms, so Redis
 // would run it after the unlock's deadline. A hand-off by a release of
@@ -21,7 +21,7 @@ import (
 // still get the key within 250 ms of the unlock returning: the
 // unconfirmed release goes to the janitor, whose own release (on another
 // connection) hands the key over before the held-back one runs.
-func TestReview32HandOffByCutOffReleaseReachesLocalWaiter(t *testing.T) {
+func TestHandOffByCutOffReleaseReachesLocalWaiter(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string

@@ -14,21 +14,21 @@ import (
 	"github.com/lockkit/lockkit/lock/internal/tasks"
 )
 
-// Adversarial review of the inline lone call (runInline).
+// Lone calls on the caller's goroutine (runInline) beside queued ones.
 
-// review32Bound scales d as locktest.Bound does (locktest imports lock,
+// scaledBound scales d as locktest.Bound does (locktest imports lock,
 // which imports this package).
-func review32Bound(d time.Duration) time.Duration {
+func scaledBound(d time.Duration) time.Duration {
 	if os.Getenv("LOCKKIT_TIMING") == "1" {
 		return d
 	}
 	return 8 * d
 }
 
-// review32Pipe returns a Pipe over a go-redis client of srv with
+// inlinePipe returns a Pipe over a go-redis client of srv with
 // ContextTimeoutEnabled and opt's other settings, its Runner, and the
 // client, all closed when the test ends.
-func review32Pipe(t *testing.T, srv *redistest.Server, opt redis.Options) (*Pipe[int], *tasks.Runner, *redis.Client) {
+func inlinePipe(t *testing.T, srv *redistest.Server, opt redis.Options) (*Pipe[int], *tasks.Runner, *redis.Client) {
 	t.Helper()
 	opt.Addr = srv.Addr
 	opt.ContextTimeoutEnabled = true
@@ -43,31 +43,26 @@ func review32Pipe(t *testing.T, srv *redistest.Server, opt redis.Options) (*Pipe
 	return p, run, rdb
 }
 
-// renew runs the renew script for key through p under ctx.
-func review32Renew(p *Pipe[int], ctx context.Context, key string) *redis.Cmd {
+// renewCall runs the renew script for key through p under ctx.
+func renewCall(p *Pipe[int], ctx context.Context, key string) *redis.Cmd {
 	return p.Run(ctx, scripts.Renew, 0, nil, []any{"", "", 1, key}, []any{"owner", 1000})
 }
 
-// TestReview32InlineCallerDoesNotSendOthersCallsAfterClose: a lone call
+// TestInlineCallerDoesNotSendOthersCallsAfterClose: a lone call
 // sent on its caller's goroutine returns at its deadline + 100 ms on a
 // stalled Redis, even when, as it ends, the Runner is closed (the lock
 // Client is closing) and another call waits in the queue.
-//
-// runInline passes its sender's slot on with p.start(p.ctx): once the
-// Runner is closed, tasks.Run refuses, and p.ctx (the pipe's background,
-// never cancelled) lets start run sendAll on the inline caller's own
-// goroutine, which then sends the queued call of another caller, and
-// whatever else queues meanwhile, under their contexts or, for several,
-// as a pipeline under p.ctx bounded only by ReadTimeout. Before the
-// change, a caller ran sendAll itself only under its own live context.
-// The queue is held here as if the stall timer had not fired yet (as
-// TestQueuedCallWhoseContextEndedIsNotSent does); with a stream of calls a
-// queued call waits up to stallAfter for that timer.
-func TestReview32InlineCallerDoesNotSendOthersCallsAfterClose(t *testing.T) {
+// The caller, whose own call is done, must not send the queued call
+// itself (under the others' contexts or the pipe's, which nothing
+// cancels): the stall timer starts a sender for it. The queue is held
+// here as if the stall timer had not fired yet (as
+// TestQueuedCallWhoseContextEndedIsNotSent does); with a stream of calls
+// a queued call waits up to stallAfter for that timer.
+func TestInlineCallerDoesNotSendOthersCallsAfterClose(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	p, run, _ := review32Pipe(t, srv, redis.Options{MaxRetries: -1})
-	if err := review32Renew(p, context.Background(), "warm").Err(); err != nil { // loads the script
+	p, run, _ := inlinePipe(t, srv, redis.Options{MaxRetries: -1})
+	if err := renewCall(p, context.Background(), "warm").Err(); err != nil { // loads the script
 		t.Fatal(err)
 	}
 	srv.Pause()
@@ -83,7 +78,7 @@ func TestReview32InlineCallerDoesNotSendOthersCallsAfterClose(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), limit)
 		defer cancel()
 		start := time.Now()
-		err := review32Renew(p, ctx, "lone").Err()
+		err := renewCall(p, ctx, "lone").Err()
 		lone <- result{err, time.Since(start)}
 	}()
 	for end := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
@@ -112,7 +107,7 @@ func TestReview32InlineCallerDoesNotSendOthersCallsAfterClose(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = review32Renew(p, others, "second").Err() }()
+	go func() { defer wg.Done(); _ = renewCall(p, others, "second").Err() }()
 	for end := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
 		p.mu.Lock()
 		s := p.senders
@@ -129,11 +124,11 @@ func TestReview32InlineCallerDoesNotSendOthersCallsAfterClose(t *testing.T) {
 	p.watch.Stop()
 	p.mu.Unlock()
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = review32Renew(p, others, "queued").Err() }()
+	go func() { defer wg.Done(); _ = renewCall(p, others, "queued").Err() }()
 
 	r := <-lone
 	t.Logf("lone call with a %v deadline: %v after %v", limit, r.err, r.took)
-	if bound := limit + review32Bound(100*time.Millisecond); r.took > bound {
+	if bound := limit + scaledBound(100*time.Millisecond); r.took > bound {
 		t.Errorf("the lone call took %v with a %v deadline (bound %v): its goroutine sent another caller's call", r.took, limit, bound)
 	}
 	if r.err == nil {
@@ -141,16 +136,16 @@ func TestReview32InlineCallerDoesNotSendOthersCallsAfterClose(t *testing.T) {
 	}
 }
 
-// TestReview32InlineAndQueuedCallsEachSentOnce: many goroutines of one
+// TestInlineAndQueuedCallsEachSentOnce: many goroutines of one
 // Pipe whose lone calls go inline and whose others queue: every call is
 // sent exactly once (counted by a hook of go-redis, alone or in a
 // pipeline), its reply handler runs exactly once, and afterwards no
 // sender's slot is left taken and the queue is empty.
-func TestReview32InlineAndQueuedCallsEachSentOnce(t *testing.T) {
+func TestInlineAndQueuedCallsEachSentOnce(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	p, _, rdb := review32Pipe(t, srv, redis.Options{PoolSize: 2})
-	if err := review32Renew(p, context.Background(), "warm").Err(); err != nil { // loads the script
+	p, _, rdb := inlinePipe(t, srv, redis.Options{PoolSize: 2})
+	if err := renewCall(p, context.Background(), "warm").Err(); err != nil { // loads the script
 		t.Fatal(err)
 	}
 	evals := &evalCount{}
@@ -214,19 +209,18 @@ func TestReview32InlineAndQueuedCallsEachSentOnce(t *testing.T) {
 	}
 }
 
-// TestReview32InlineCallerAfterCloseWithAStreamOfCalls is
-// TestReview32InlineCallerDoesNotSendOthersCallsAfterClose without
+// TestInlineCallerAfterCloseWithAStreamOfCalls is
+// TestInlineCallerDoesNotSendOthersCallsAfterClose without
 // holding the stall timer: once the Runner is closed, other callers
 // (5 s deadlines) start a call every 200 µs around the lone call's
 // deadline. Each waits in the queue until the stall timer gives it a
-// sender, up to stallAfter; when the lone call ends in such a moment,
-// its caller takes the queue and sends it on its own goroutine (see the
-// test above), and then whatever keeps coming, so it returns late.
-func TestReview32InlineCallerAfterCloseWithAStreamOfCalls(t *testing.T) {
+// sender, up to stallAfter; a lone call that ends in such a moment must
+// still return at its own deadline, not send what keeps coming.
+func TestInlineCallerAfterCloseWithAStreamOfCalls(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	p, run, _ := review32Pipe(t, srv, redis.Options{MaxRetries: -1, PoolSize: 1000})
-	if err := review32Renew(p, context.Background(), "warm").Err(); err != nil { // loads the script
+	p, run, _ := inlinePipe(t, srv, redis.Options{MaxRetries: -1, PoolSize: 1000})
+	if err := renewCall(p, context.Background(), "warm").Err(); err != nil { // loads the script
 		t.Fatal(err)
 	}
 	srv.Pause()
@@ -242,7 +236,7 @@ func TestReview32InlineCallerAfterCloseWithAStreamOfCalls(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), limit)
 		defer cancel()
 		start := time.Now()
-		_ = review32Renew(p, ctx, "lone").Err()
+		_ = renewCall(p, ctx, "lone").Err()
 		lone <- time.Since(start)
 		close(stop)
 	}()
@@ -257,12 +251,12 @@ func TestReview32InlineCallerAfterCloseWithAStreamOfCalls(t *testing.T) {
 		default:
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = review32Renew(p, others, "other").Err() }()
+		go func() { defer wg.Done(); _ = renewCall(p, others, "other").Err() }()
 		time.Sleep(200 * time.Microsecond)
 	}
 	took := <-lone
 	t.Logf("lone call with a %v deadline returned after %v", limit, took)
-	if bound := limit + review32Bound(100*time.Millisecond); took > bound {
+	if bound := limit + scaledBound(100*time.Millisecond); took > bound {
 		t.Errorf("the lone call took %v with a %v deadline (bound %v): its goroutine sent other callers' calls", took, limit, bound)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// TestReview32LoneAcquireRunAfterItsDeadlineLeavesNoOrphan: a lone Lock
+// TestLoneAcquireRunAfterItsDeadlineLeavesNoOrphan: a lone Lock
 // and TryLock on a go-redis client with ContextTimeoutEnabled, whose
 // command the network holds back 400 ms, past the call's 100 ms deadline:
 // go-redis gives up at the deadline on the caller's goroutine, and Redis
@@ -20,7 +20,7 @@ import (
 // 10 s lease, must be obtainable by another Client within a claim window
 // (1 s) of Redis running the command, as TestCloseDuringAcquireLeavesNoOrphan
 // requires after Close.
-func TestReview32LoneAcquireRunAfterItsDeadlineLeavesNoOrphan(t *testing.T) {
+func TestLoneAcquireRunAfterItsDeadlineLeavesNoOrphan(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string

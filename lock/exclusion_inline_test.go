@@ -15,7 +15,7 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// TestReview32ExclusionWithInlineAndQueuedCalls: one Client over a
+// TestExclusionWithInlineAndQueuedCalls: one Client over a
 // go-redis client with ContextTimeoutEnabled, so that its lone calls go
 // inline and the others queue, with 16 workers on one key and on eight,
 // with a pool of one connection and of the default size, while other
@@ -25,7 +25,7 @@ import (
 // once, no increment of a shared counter lost, fencing tokens of a key
 // strictly increasing in the order its holders got it, and every worker
 // gets through its rounds (hand-offs still reach waiters).
-func TestReview32ExclusionWithInlineAndQueuedCalls(t *testing.T) {
+func TestExclusionWithInlineAndQueuedCalls(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string

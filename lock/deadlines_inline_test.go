@@ -13,9 +13,10 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// Adversarial review of the inline lone call (pipe.boundsCalls): a Client
-// over a go-redis client with ContextTimeoutEnabled sends a lone script
-// call on its caller's goroutine.
+// Deadlines of lone calls on the caller's goroutine: a Client over a
+// go-redis client with ContextTimeoutEnabled sends a lone script call on
+// its caller's goroutine (pipe.boundsCalls), and go-redis ends it at the
+// context's deadline.
 
 // inlineClient returns a go-redis client of srv with ContextTimeoutEnabled
 // and opt's other settings, closed when the test ends.
@@ -28,19 +29,18 @@ func inlineClient(t *testing.T, srv *redistest.Server, opt redis.Options) *redis
 	return rdb
 }
 
-// TestReview32CutOffByDeadlineIsNotObtained: a Lock or TryLock whose
+// TestCutOffByDeadlineIsNotObtained: a Lock or TryLock whose
 // deadline cuts off its Redis call on a stalled Redis returns within the
 // deadline + 100 ms with ErrNotObtained joined with DeadlineExceeded, as
 // TestCallsKeepDeadlinesWhenRedisStalls requires for the default client.
 // Here the go-redis client has ContextTimeoutEnabled and no retries
 // (MaxRetries -1), so the lone call runs on the caller's goroutine and
 // go-redis sets the socket's read deadline to the context's deadline.
-// The read's i/o timeout and the context's own timer (which cancels it
-// from a goroutine of its own) fire at the same instant: when the
-// caller's goroutine, readied by the network poller, runs first,
-// ctx.Err() is still nil, so runInline returns go-redis's i/o timeout
-// instead of the context's error and cutOff does not see a cut-off.
-func TestReview32CutOffByDeadlineIsNotObtained(t *testing.T) {
+// The read's i/o timeout and the context's own timer fire at the same
+// instant, and the caller may run before the timer has cancelled the
+// context: the call still counts as cut off by its context (see
+// cutAtDeadline).
+func TestCutOffByDeadlineIsNotObtained(t *testing.T) {
 	locktest.Timed(t)
 	srv := redistest.Start(t)
 	rdb := inlineClient(t, srv, redis.Options{MaxRetries: -1})
@@ -83,22 +83,18 @@ func TestReview32CutOffByDeadlineIsNotObtained(t *testing.T) {
 	}
 }
 
-// TestReview32ReentryCutOffByDeadlineIsNotObtained: a re-entry whose
+// TestReentryCutOffByDeadlineIsNotObtained: a re-entry whose
 // deadline cuts off its Redis call on a stalled Redis reports
 // ErrNotObtained joined with DeadlineExceeded within the deadline + 100 ms,
 // as TestReentryOnStalledRedisKeepsItsBound requires for the default
 // client. With ContextTimeoutEnabled, go-redis ends the read at the
 // deadline with an i/o timeout while the context's own timer, which fires
 // at the same instant, may not have cancelled the context yet (about half
-// of the calls at the pipe: pipe.Run returns the i/o timeout with
-// ctx.Err() nil, inline or queued). reenter tests cutOff right after the
-// call, so such a re-entry returns the bare Redis error ("lock: re-enter
-// "k": i/o timeout"). With go-redis's retries the retry's backoff sleep
-// sees the context's end and returns its error instead; without retries
-// (MaxRetries -1) 7-14 of 30 re-entries fail so, here and at the commit
-// before the inline call (9bd5e08^): the race comes with
-// ContextTimeoutEnabled, which docs/operations.md now recommends.
-func TestReview32ReentryCutOffByDeadlineIsNotObtained(t *testing.T) {
+// of the calls, inline or queued); reenter tests cutOff right after the
+// call, so it must see the context's error, not a bare "i/o timeout"
+// (see cutAtDeadline). Rows: without go-redis's retries, and with them
+// (whose backoff sleep sees the context's end).
+func TestReentryCutOffByDeadlineIsNotObtained(t *testing.T) {
 	locktest.Timed(t)
 	for _, tc := range []struct {
 		name    string

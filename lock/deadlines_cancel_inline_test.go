@@ -12,7 +12,7 @@ import (
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
-// TestReview32CancelledLoneCallEndsWithinReadTimeout: the trade that
+// TestCancelledLoneCallEndsWithinReadTimeout: the trade that
 // docs/operations.md documents for ContextTimeoutEnabled: a lone call
 // whose context is cancelled without a deadline while Redis does not
 // answer ends "when go-redis gives up (its ReadTimeout)". Here Redis is
@@ -21,7 +21,7 @@ import (
 // go-redis's handshake (HELLO, CLIENT SETINFO) reads under the same
 // cancelled context without a deadline. The Lock, cancelled 100 ms in,
 // must return within the read timeout (1 s) + 100 ms.
-func TestReview32CancelledLoneCallEndsWithinReadTimeout(t *testing.T) {
+func TestCancelledLoneCallEndsWithinReadTimeout(t *testing.T) {
 	locktest.Timed(t)
 	const readTimeout = time.Second
 	for _, tc := range []struct {
