@@ -58,10 +58,8 @@ func TestREADMEGoBlocksAreCompiled(t *testing.T) {
 
 func TestTheLockSnippet(t *testing.T) {
 	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
 	held := false
-	err := theLock(context.Background(), rdb, func(ctx context.Context) error {
+	err := theLock(context.Background(), mr.Addr(), func(ctx context.Context) error {
 		held = lock.Held(ctx, "orders:42")
 		return nil
 	})

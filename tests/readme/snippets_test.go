@@ -21,8 +21,11 @@ import (
 // Each function below holds one Go block of README.md, word for word; its
 // parameters are what the block takes from around it.
 
-func theLock(ctx context.Context, rdb *redis.Client, pay func(context.Context) error) error {
-	locker, err := lock.New(rdb) // a *redis.Client or *redis.ClusterClient
+func theLock(ctx context.Context, addr string, pay func(context.Context) error) error {
+	// ContextTimeoutEnabled lets go-redis stop a call at its deadline, so a
+	// lone lock call needs no goroutine hand-off (docs/operations.md).
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	locker, err := lock.New(rdb) // or a *redis.ClusterClient
 	if err != nil {
 		return err
 	}
