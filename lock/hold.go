@@ -35,7 +35,9 @@ type hold struct {
 
 	ops        chan struct{} // capacity 1: serialises the hold count's changes in Redis
 	mu         sync.Mutex    // guards what follows; never held over a Redis call
-	levels     []*level      // live levels, outermost first
+	levels     []*level      // live levels, outermost first; in room while one
+	room       [1]*level     // levels' first array: a hold without re-entries allocates none
+	outer      level         // the outermost level: it costs no allocation of its own
 	end        error         // nil while held; then errDone, ErrLost or ErrClosed
 	loss       Loss          // why, when end is ErrLost
 	validUntil time.Time     // the watchdog ends the hold with ErrLost then
@@ -59,6 +61,7 @@ func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hol
 		parent:    parent,
 		ops:       make(chan struct{}, 1),
 	}
+	h.levels = h.room[:0]
 	if lc.lease != c.cfg.lease {
 		h.leaseArg, h.lingerArg = leaseArgs(lc.lease)
 	}
