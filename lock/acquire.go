@@ -75,7 +75,9 @@ type call struct {
 	start time.Time
 	a     Acquire // what the observer is told
 
-	// Cancel the call's context (see callContext).
+	// The call's context (see callContext) before its wait limit, which
+	// Close ends through the Client's registry, and its cancel functions.
+	cctx        context.Context
 	cancel      context.CancelCauseFunc
 	cancelLimit context.CancelFunc // nil without a wait limit
 }
@@ -86,13 +88,13 @@ func (c *Client) acquire(ctx context.Context, key string, try bool, opts []LockO
 	if optErr != nil {
 		lc.name = "" // a rejected name is never recorded
 	}
-	cl := &call{ctx: ctx, rctx: ctx, start: time.Now(), a: Acquire{Key: key, Name: lc.name, Try: try, Reentrant: outer != nil, Internal: lc.internal}}
+	cl := call{ctx: ctx, rctx: ctx, start: time.Now(), a: Acquire{Key: key, Name: lc.name, Try: try, Reentrant: outer != nil, Internal: lc.internal}}
 	obs := c.cfg.observer
 	if obs != nil {
 		cl.rctx = obs.AcquireStarted(ctx, cl.a)
 	}
 	open := !c.isClosed()
-	lvl, err := c.obtain(cl, lc, optErr, outer)
+	lvl, err := c.obtain(&cl, lc, optErr, outer)
 	if err != nil {
 		if obs != nil {
 			cl.a.Wait, cl.a.Err, cl.a.Outcome = time.Since(cl.start), err, outcomeOf(err, open)

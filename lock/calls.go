@@ -27,12 +27,12 @@ func (c *Client) callContext(cl *call, lc lockConfig) context.Context {
 // callContextOn is callContext over base, which derives from cl.rctx.
 func (c *Client) callContextOn(cl *call, lc lockConfig, base context.Context) context.Context {
 	ctx, cancel := context.WithCancelCause(base)
-	cl.cancel = cancel
+	cl.cctx, cl.cancel = ctx, cancel
 	c.callsMu.Lock()
 	if c.callsClosed {
 		cancel(ErrClosed)
 	} else {
-		c.calls[cl] = struct{}{}
+		c.calls[ctx] = cancel
 	}
 	c.callsMu.Unlock()
 	if lc.waitSet {
@@ -46,7 +46,7 @@ func (c *Client) callContextOn(cl *call, lc lockConfig, base context.Context) co
 // call handed it what the call owes Redis (leaving the queue) first.
 func (c *Client) endCall(cl *call) {
 	c.callsMu.Lock()
-	delete(c.calls, cl)
+	delete(c.calls, cl.cctx)
 	last := c.callsClosed && len(c.calls) == 0
 	c.callsMu.Unlock()
 	if last {
@@ -59,14 +59,36 @@ func (c *Client) endCall(cl *call) {
 }
 
 // closeCalls cancels the context of every call under way with ErrClosed,
-// and of any call that starts later.
+// and of every unlock waiting for Redis, and of any that starts later.
 func (c *Client) closeCalls() {
 	c.callsMu.Lock()
 	defer c.callsMu.Unlock()
 	c.callsClosed = true
-	for cl := range c.calls {
-		cl.cancel(ErrClosed)
+	for _, cancel := range c.calls {
+		cancel(ErrClosed)
 	}
+	for _, cancel := range c.unlocks {
+		cancel()
+	}
+}
+
+// cutAtClose has Close cancel ctx, an unlock's context, until uncut:
+// at once if Close has begun.
+func (c *Client) cutAtClose(ctx context.Context, cancel context.CancelFunc) {
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	if c.callsClosed {
+		cancel()
+		return
+	}
+	c.unlocks[ctx] = cancel
+}
+
+// uncut ends what cutAtClose began.
+func (c *Client) uncut(ctx context.Context) {
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	delete(c.unlocks, ctx)
 }
 
 // callsUnderWay reports whether a Lock or TryLock call that callContext
