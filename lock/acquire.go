@@ -279,9 +279,8 @@ func (h *hold) enter(ctx context.Context, cl *call, via *level) (*level, error) 
 	be := h.c.be
 	set := be.nodes()
 	entered := func(v []int64) bool { return v[0] == int64(n) }
-	rs := fanOutScripts(set, ctx, be.timeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
-		return be.acquire(ctx, nd, h, n, false)
-	}, entered)
+	var room [1]nodeResult[[]int64]
+	rs := fanOutWith(set, ctx, be.timeout(h.lease), acquireOn, acquireArgs{h: h, n: n}, entered, room[:])
 	v := tally(rs, entered)
 	h.mu.Lock()
 	defer h.mu.Unlock()
