@@ -80,6 +80,9 @@ type call struct {
 	cctx        context.Context
 	cancel      context.CancelCauseFunc
 	cancelLimit context.CancelFunc // nil without a wait limit
+	// keepable tells that cctx may become the context of the level the
+	// call obtains, which kept tells (see levelContext).
+	keepable, kept bool
 }
 
 func (c *Client) acquire(ctx context.Context, key string, try bool, opts []LockOption) (context.Context, UnlockFunc, error) {

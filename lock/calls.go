@@ -20,7 +20,12 @@ var errWaitLimit = errors.New("lock: wait limit passed")
 // does, when the wait limit set with [WithMaxWait] passes (cause
 // errWaitLimit) and at Close (cause ErrClosed), and when endCall ends the
 // call.
+//
+// Without an observer it derives from the caller's context as a level's
+// does, and on the inline node no command of the call outlives it: the
+// level the call obtains may keep it (see levelContext).
 func (c *Client) callContext(cl *call, lc lockConfig) context.Context {
+	cl.keepable = c.cfg.observer == nil && c.be.nodes().inline != nil
 	return c.callContextOn(cl, lc, cl.rctx)
 }
 
@@ -41,10 +46,17 @@ func (c *Client) callContextOn(cl *call, lc lockConfig, base context.Context) co
 	return ctx
 }
 
-// endCall cancels the context of a call that callContext made. The last
-// call to end after Close wakes the janitor, which Close waits for: the
-// call handed it what the call owes Redis (leaving the queue) first.
+// endCall cancels the context of a call that callContext made, unless
+// its level kept it. The last call to end after Close wakes the janitor,
+// which Close waits for: the call handed it what the call owes Redis
+// (leaving the queue) first.
 func (c *Client) endCall(cl *call) {
+	if cl.cancelLimit != nil {
+		cl.cancelLimit()
+	}
+	if cl.kept {
+		return
+	}
 	c.callsMu.Lock()
 	delete(c.calls, cl.cctx)
 	last := c.callsClosed && len(c.calls) == 0
@@ -52,10 +64,27 @@ func (c *Client) endCall(cl *call) {
 	if last {
 		c.jan.Kick()
 	}
-	if cl.cancelLimit != nil {
-		cl.cancelLimit()
-	}
 	cl.cancel(nil)
+}
+
+// levelContext returns the context of the level cl obtains, derived from
+// the caller's, and its cancel function: the call's own context when it
+// is keepable (see callContext) and Close has not begun, which then is
+// the level's alone (neither endCall nor Close ends it as the call's),
+// otherwise a new one.
+func (c *Client) levelContext(cl *call) (context.Context, context.CancelCauseFunc) {
+	if cl.keepable && !cl.kept {
+		c.callsMu.Lock()
+		if !c.callsClosed {
+			delete(c.calls, cl.cctx)
+			cl.kept = true
+		}
+		c.callsMu.Unlock()
+		if cl.kept {
+			return cl.cctx, cl.cancel
+		}
+	}
+	return context.WithCancelCause(cl.ctx)
 }
 
 // closeCalls cancels the context of every call under way with ErrClosed,

@@ -59,7 +59,7 @@ func (c *carrier) Value(key any) any {
 // newLevelLocked adds a level for cl and tells the observer, before any
 // loss or release of the hold can be reported for it.
 func (h *hold) newLevelLocked(cl *call) *level {
-	cctx, cancel := context.WithCancelCause(cl.ctx)
+	cctx, cancel := h.c.levelContext(cl)
 	l := &h.outer // the hold's first level; re-entries have their own
 	if h.outer.h != nil {
 		l = new(level)
