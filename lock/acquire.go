@@ -75,9 +75,14 @@ type call struct {
 	start time.Time
 	a     Acquire // what the observer is told
 
-	// Cancel the call's context (see callContext).
+	// The call's context (see callContext) before its wait limit, which
+	// Close ends through the Client's registry, and its cancel functions.
+	cctx        context.Context
 	cancel      context.CancelCauseFunc
 	cancelLimit context.CancelFunc // nil without a wait limit
+	// keepable tells that cctx may become the context of the level the
+	// call obtains, which kept tells (see levelContext).
+	keepable, kept bool
 }
 
 func (c *Client) acquire(ctx context.Context, key string, try bool, opts []LockOption) (context.Context, UnlockFunc, error) {
@@ -86,13 +91,13 @@ func (c *Client) acquire(ctx context.Context, key string, try bool, opts []LockO
 	if optErr != nil {
 		lc.name = "" // a rejected name is never recorded
 	}
-	cl := &call{ctx: ctx, rctx: ctx, start: time.Now(), a: Acquire{Key: key, Name: lc.name, Try: try, Reentrant: outer != nil, Internal: lc.internal}}
+	cl := call{ctx: ctx, rctx: ctx, start: time.Now(), a: Acquire{Key: key, Name: lc.name, Try: try, Reentrant: outer != nil, Internal: lc.internal}}
 	obs := c.cfg.observer
 	if obs != nil {
 		cl.rctx = obs.AcquireStarted(ctx, cl.a)
 	}
 	open := !c.isClosed()
-	lvl, err := c.obtain(cl, lc, optErr, outer)
+	lvl, err := c.obtain(&cl, lc, optErr, outer)
 	if err != nil {
 		if obs != nil {
 			cl.a.Wait, cl.a.Err, cl.a.Outcome = time.Since(cl.start), err, outcomeOf(err, open)
@@ -277,9 +282,8 @@ func (h *hold) enter(ctx context.Context, cl *call, via *level) (*level, error) 
 	be := h.c.be
 	set := be.nodes()
 	entered := func(v []int64) bool { return v[0] == int64(n) }
-	rs := fanOutScripts(set, ctx, be.timeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
-		return be.acquire(ctx, nd, h, n, false)
-	}, entered)
+	var room [1]nodeResult[[]int64]
+	rs := fanOutWith(set, ctx, be.timeout(h.lease), acquireOn, acquireArgs{h: h, n: n}, entered, room[:])
 	v := tally(rs, entered)
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -32,9 +32,8 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	set := be.nodes()
 	h.releasing.Store(false) // a minority released after a failed attempt is taken again
 	sent := time.Now()
-	rs := fanOutScripts(set, ctx, be.timeout(h.lease), func(ctx context.Context, nd *node) ([]int64, error) {
-		return be.acquire(ctx, nd, h, 1, wait)
-	}, func(v []int64) bool { return v[0] == 1 })
+	var room [1]nodeResult[[]int64]
+	rs := fanOutWith(set, ctx, be.timeout(h.lease), acquireOn, acquireArgs{h: h, n: 1, wait: wait}, gotKey, room[:])
 	answered := time.Now()
 	var v votes
 	var token uint64
@@ -74,6 +73,22 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	}
 	return attemptResult{remaining: set.retryDelay(heldFor, h.c.cfg.nodeTimeoutFor(h.lease)), reserved: reserved, sent: sent, redisAt: redisAt, answered: answered, position: position}, nil
 }
+
+// acquireArgs are those of acquire.lua for a.h on each node (see
+// acquireOn).
+type acquireArgs struct {
+	h    *hold
+	n    int  // the hold count: 1 for an attempt
+	wait bool // a failed attempt joins the queue
+}
+
+// acquireOn runs acquire.lua on nd (see backend.acquire).
+func acquireOn(ctx context.Context, nd *node, a acquireArgs) ([]int64, error) {
+	return a.h.c.be.acquire(ctx, nd, a.h, a.n, a.wait)
+}
+
+// gotKey tells a node's answer to an attempt that took the key.
+func gotKey(v []int64) bool { return v[0] == 1 }
 
 // handedOff turns a hand-off of the key to h's owner into a successful
 // attempt, if it can be counted on: last is the owner's last attempt,

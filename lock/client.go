@@ -56,8 +56,12 @@ type Client struct {
 	leaseArg, lingerArg any
 	keys                *keyCache
 
+	// The contexts Close ends, by their cancel functions: of the Lock and
+	// TryLock calls under way (see callContext), and of the unlocks
+	// waiting for Redis (see cutAtClose).
 	callsMu     sync.Mutex
-	calls       map[*call]struct{} // Lock and TryLock calls under way (see callContext)
+	calls       map[context.Context]context.CancelCauseFunc
+	unlocks     map[context.Context]context.CancelFunc
 	callsClosed bool
 
 	life      context.Context // cancelled by Close
@@ -145,7 +149,8 @@ func newClient(rdbs []redis.UniversalClient, opts []Option, newBackend func(*Cli
 	c.keys = newKeyCache(cfg.prefix)
 	c.tasks = tasks.New()
 	c.life, c.stop = context.WithCancel(cfg.background())
-	c.calls = make(map[*call]struct{})
+	c.calls = make(map[context.Context]context.CancelCauseFunc)
+	c.unlocks = make(map[context.Context]context.CancelFunc)
 	c.be = newBackend(c, nodes)
 	c.closed = make(chan struct{})
 	c.wd = newWatchdog(c)

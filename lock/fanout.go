@@ -178,3 +178,15 @@ func fanOutScripts[T any](s *nodeSet, ctx context.Context, timeout time.Duration
 	}
 	return fanOut(s, ctx, timeout, call, yes)
 }
+
+// fanOutWith is fanOutScripts for run with arg, the answers in room when it
+// is large enough: on the inline node (the common path of a lock) it
+// allocates nothing, neither a closure nor the answers.
+func fanOutWith[T, A any](s *nodeSet, ctx context.Context, timeout time.Duration, run func(context.Context, *node, A) (T, error), arg A, yes func(T) bool, room []nodeResult[T]) []nodeResult[T] {
+	if s.inline != nil {
+		rs := append(room[:0], nodeResult[T]{})
+		rs[0].val, rs[0].err = run(ctx, s.inline, arg)
+		return rs
+	}
+	return fanOut(s, ctx, timeout, func(ctx context.Context, nd *node) (T, error) { return run(ctx, nd, arg) }, yes)
+}

@@ -33,12 +33,19 @@ type hold struct {
 	// goroutine uses it.
 	mayHold bool
 
-	ops        chan struct{} // capacity 1: serialises the hold count's changes in Redis
-	mu         sync.Mutex    // guards what follows; never held over a Redis call
-	levels     []*level      // live levels, outermost first
-	end        error         // nil while held; then errDone, ErrLost or ErrClosed
-	loss       Loss          // why, when end is ErrLost
-	validUntil time.Time     // the watchdog ends the hold with ErrLost then
+	mu         sync.Mutex // guards what follows; never held over a Redis call
+	levels     []*level   // live levels, outermost first; in room while one
+	room       [1]*level  // levels' first array: a hold without re-entries allocates none
+	outer      level      // the outermost level: it costs no allocation of its own
+	end        error      // nil while held; then errDone, ErrLost or ErrClosed
+	loss       Loss       // why, when end is ErrLost
+	validUntil time.Time  // the watchdog ends the hold with ErrLost then
+
+	// The hold count's changes in Redis are one caller's at a time (see
+	// lockOps): opsBusy while one is under way; opsFreed, made by the first
+	// caller that waits for it, is closed when it ends.
+	opsBusy  bool
+	opsFreed chan struct{}
 }
 
 func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hold {
@@ -57,8 +64,8 @@ func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hol
 		lease:     lc.lease,
 		fixed:     lc.fixed,
 		parent:    parent,
-		ops:       make(chan struct{}, 1),
 	}
+	h.levels = h.room[:0]
 	if lc.lease != c.cfg.lease {
 		h.leaseArg, h.lingerArg = leaseArgs(lc.lease)
 	}
@@ -75,21 +82,39 @@ func leaseArgs(lease time.Duration) (leaseArg, lingerArg any) {
 // lockOps waits until the hold count is this caller's to change in Redis,
 // or until ctx is done (a command of the hold stuck in a stalled Redis
 // must not hold other callers past their deadlines); it reports which.
+// Callers of lockOps must not hold h.mu.
 func (h *hold) lockOps(ctx context.Context) bool {
-	select {
-	case h.ops <- struct{}{}:
-		return true
-	default:
-	}
-	select {
-	case h.ops <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
+	for {
+		h.mu.Lock()
+		if !h.opsBusy {
+			h.opsBusy = true
+			h.mu.Unlock()
+			return true
+		}
+		if h.opsFreed == nil {
+			h.opsFreed = make(chan struct{})
+		}
+		freed := h.opsFreed
+		h.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
-func (h *hold) unlockOps() { <-h.ops }
+// unlockOps ends what lockOps began, and wakes the callers waiting for
+// it. Its caller must not hold h.mu.
+func (h *hold) unlockOps() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.opsBusy = false
+	if h.opsFreed != nil {
+		close(h.opsFreed)
+		h.opsFreed = nil
+	}
+}
 
 // validity is how long after sending a command that set the lease the
 // holder may count on it: the lease less the drift allowance.

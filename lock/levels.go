@@ -59,8 +59,12 @@ func (c *carrier) Value(key any) any {
 // newLevelLocked adds a level for cl and tells the observer, before any
 // loss or release of the hold can be reported for it.
 func (h *hold) newLevelLocked(cl *call) *level {
-	cctx, cancel := context.WithCancelCause(cl.ctx)
-	l := &level{h: h, cancel: cancel, start: time.Now(), reentrant: len(h.levels) > 0}
+	cctx, cancel := h.c.levelContext(cl)
+	l := &h.outer // the hold's first level; re-entries have their own
+	if h.outer.h != nil {
+		l = new(level)
+	}
+	*l = level{h: h, cancel: cancel, start: time.Now(), reentrant: len(h.levels) > 0}
 	l.prev, _ = cl.ctx.Value(levelKey{}).(*level)
 	l.carrier = carrier{Context: cctx, l: l}
 	l.held = &l.carrier

@@ -21,7 +21,8 @@ func (l *level) unlock() error {
 	// Close cuts an unlock still waiting for Redis: it returns ErrClosed,
 	// and what the release still owes Redis goes on as Close's cleanups
 	// do, so no caller's goroutine waits on Redis after Close.
-	defer context.AfterFunc(h.c.life, cancel)()
+	h.c.cutAtClose(ctx, cancel)
+	defer h.c.uncut(ctx)
 	if !h.lockOps(ctx) {
 		return l.abandon(ctx)
 	}

@@ -50,11 +50,23 @@ func (s *single) release(ctx context.Context, h *hold, n int) votes {
 	if n == 0 {
 		then = s.then
 	}
-	rs := fanOutScripts(&s.set, ctx, 0, func(ctx context.Context, nd *node) (bool, error) {
-		r, err := nd.release(ctx, h, n, then)
-		return r.ok && err == nil, err
-	}, isTrue)
+	var room [1]nodeResult[bool]
+	rs := fanOutWith(&s.set, ctx, 0, releaseOn, releaseArgs{h, n, then}, isTrue, room[:])
 	return tally(rs, isTrue)
+}
+
+// releaseArgs are those of a release on each node (see releaseOn).
+type releaseArgs struct {
+	h    *hold
+	n    int
+	then replied
+}
+
+// releaseOn releases a.h's owner to hold count a.n on nd, with a.then on
+// the reply, and reports whether the owner's count is at a.n.
+func releaseOn(ctx context.Context, nd *node, a releaseArgs) (bool, error) {
+	r, err := nd.release(ctx, a.h, a.n, a.then)
+	return r.ok && err == nil, err
 }
 
 // releaseReplied acts on the reply of a final release as soon as it comes
