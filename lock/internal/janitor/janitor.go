@@ -45,11 +45,16 @@ const (
 // pending (an attempt Close cut off, say) until Close's deadline, then
 // stops; Close waits for it. H is an owner to clean up after (the lock's
 // hold).
+//
+// A cleanup has parts that Redis confirms one by one: the nodes of a
+// quorum. Each round of a cleanup asks the parts that have yet to confirm
+// it, until all have; the second round, settle after the first, asks them
+// all again.
 type Janitor[H comparable] struct {
 	life    context.Context  // the Client's: ends at Close
 	closeBy func() time.Time // when Close returns at the latest; read once life ended
 	busy    func() bool      // whether a call Close ended may still hand over a cleanup
-	clean   func(ctx context.Context, h H, mayHold bool) bool
+	clean   Clean[H]
 
 	mu      sync.Mutex
 	pending map[H]*chore
@@ -57,19 +62,36 @@ type Janitor[H comparable] struct {
 	kick    chan struct{} // capacity 1
 }
 
+// Parts are parts of a cleanup, one bit each: the nodes of a quorum, node
+// i being bit i%64 (nodes that share a bit are asked together). One Redis
+// is one part.
+type Parts uint64
+
+// All is every part.
+const All = ^Parts(0)
+
+// A Clean cleans up after h's owner on parts, under ctx: it takes the
+// owner out of its key's wait queue and, with mayHold, releases its hold.
+// It returns the parts that confirmed it, and whether enough of Redis did
+// (the parts not asked counting as confirmed) that the owner blocks no key
+// once the rest confirm too (settled).
+type Clean[H comparable] func(ctx context.Context, h H, mayHold bool, parts Parts) (confirmed Parts, settled bool)
+
 // chore is the cleanup of one abandoned owner.
 type chore struct {
 	mayHold   bool          // the owner may hold the key: release it, and confirm twice
-	confirmed time.Time     // when Redis first confirmed it; zero before
-	done      chan struct{} // closed then
+	parts     Parts         // where to clean up
+	left      Parts         // the parts that have yet to confirm this round
+	confirmed time.Time     // when every part first confirmed it; zero before
+	settled   bool          // done is closed
+	done      chan struct{} // closed when Redis first settled it
 }
 
-// New returns a Janitor of the Client whose life ends at Close. clean
-// takes h's owner out of its key's wait queue and, with mayHold, releases
-// its hold, under ctx; it reports whether Redis confirmed it. closeBy
-// tells, once life ended, when Close returns at the latest; busy whether
-// a call that Close ended may still hand over a cleanup.
-func New[H comparable](life context.Context, clean func(ctx context.Context, h H, mayHold bool) bool, closeBy func() time.Time, busy func() bool) *Janitor[H] {
+// New returns a Janitor of the Client whose life ends at Close, which
+// cleans up with clean. closeBy tells, once life ended, when Close
+// returns at the latest; busy whether a call that Close ended may still
+// hand over a cleanup.
+func New[H comparable](life context.Context, clean Clean[H], closeBy func() time.Time, busy func() bool) *Janitor[H] {
 	return &Janitor[H]{life: life, clean: clean, closeBy: closeBy, busy: busy,
 		pending: make(map[H]*chore), kick: make(chan struct{}, 1)}
 }
@@ -80,21 +102,8 @@ func New[H comparable](life context.Context, clean func(ctx context.Context, h H
 // hold the key, or come to hold it when a command still under way runs;
 // otherwise it is only taken out of the wait queue.
 func (j *Janitor[H]) Abandon(h H, mayHold bool, wait time.Duration) {
-	j.mu.Lock()
-	if j.stopped {
-		j.mu.Unlock()
-		go j.cleanOnce(h, mayHold)
-		return
-	}
-	ch := j.pending[h]
-	if ch == nil {
-		ch = &chore{done: make(chan struct{})}
-		j.pending[h] = ch
-	}
-	ch.mayHold = ch.mayHold || mayHold
-	j.mu.Unlock()
-	j.Kick()
-	if wait <= 0 {
+	ch := j.add(h, mayHold, All, false)
+	if ch == nil || wait <= 0 {
 		return
 	}
 	t := time.NewTimer(wait)
@@ -103,6 +112,53 @@ func (j *Janitor[H]) Abandon(h H, mayHold bool, wait time.Duration) {
 	case <-ch.done:
 	case <-t.C:
 	case <-j.life.Done():
+	}
+}
+
+// Owe hands over the release of h's owner on parts, which did not confirm
+// a release that enough of Redis did (the owner blocks no key): a part
+// silent then may still run a late command that takes the key for the
+// owner, and keep it for a whole lease. The janitor releases it there
+// until those parts confirmed twice.
+func (j *Janitor[H]) Owe(h H, parts Parts) {
+	j.add(h, true, parts, true)
+}
+
+// add records a cleanup of h's owner on parts, settled already or not, and
+// kicks the janitor; it returns the chore, or nil once the janitor
+// stopped (the cleanup then runs once on its own). A chore given new
+// parts starts its rounds again.
+func (j *Janitor[H]) add(h H, mayHold bool, parts Parts, settled bool) *chore {
+	j.mu.Lock()
+	if j.stopped {
+		j.mu.Unlock()
+		go j.cleanOnce(h, mayHold, parts)
+		return nil
+	}
+	ch := j.pending[h]
+	if ch == nil {
+		ch = &chore{done: make(chan struct{})}
+		j.pending[h] = ch
+	}
+	ch.mayHold = ch.mayHold || mayHold
+	if ch.left|parts != ch.left {
+		ch.parts |= parts
+		ch.left |= parts
+		ch.confirmed = time.Time{}
+	}
+	if settled {
+		ch.settle()
+	}
+	j.mu.Unlock()
+	j.Kick()
+	return ch
+}
+
+// settle closes done, once.
+func (ch *chore) settle() {
+	if !ch.settled {
+		ch.settled = true
+		close(ch.done)
 	}
 }
 
@@ -152,7 +208,7 @@ func (j *Janitor[H]) stop() {
 	j.stopped = true
 	for h, ch := range j.pending {
 		if ch.confirmed.IsZero() {
-			go j.cleanOnce(h, ch.mayHold)
+			go j.cleanOnce(h, ch.mayHold, ch.left)
 		}
 	}
 	clear(j.pending)
@@ -161,18 +217,19 @@ func (j *Janitor[H]) stop() {
 // cleanOnce is a cleanup after the janitor stopped: one try, bounded by
 // CleanupTimeout and the Redis client's own timeouts; if it fails, a key
 // the owner may hold lapses with its lease.
-func (j *Janitor[H]) cleanOnce(h H, mayHold bool) {
+func (j *Janitor[H]) cleanOnce(h H, mayHold bool, parts Parts) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(j.life), CleanupTimeout)
 	defer cancel()
-	j.clean(ctx, h, mayHold)
+	j.clean(ctx, h, mayHold, parts)
 }
 
 // sweep runs the cleanups that are due and reports whether any is left.
-// The first runs alone: when Redis does not confirm it, the others would
+// The first runs alone: when Redis does not settle it, the others would
 // wait for the same Redis, and wait for the next sweep instead. The rest
 // run together, up to maxCleanups at once, so that their calls share
 // round trips as the calls they clean up after did; none starts once one
-// was not confirmed.
+// was not settled. A cleanup settled but not confirmed by every part (a
+// node of a quorum silent) does not hold up the others.
 func (j *Janitor[H]) sweep() bool {
 	j.mu.Lock()
 	due := make([]H, 0, len(j.pending))
@@ -207,34 +264,37 @@ func (j *Janitor[H]) sweep() bool {
 	return len(j.pending) > 0
 }
 
-// cleanUp runs the pending cleanup of h's owner and records Redis's
-// confirmation; it reports whether Redis confirmed it.
+// cleanUp runs the pending cleanup of h's owner on the parts that have
+// yet to confirm this round and records their confirmations; it reports
+// whether Redis settled it.
 func (j *Janitor[H]) cleanUp(h H) bool {
 	j.mu.Lock()
 	ch := j.pending[h]
-	mayHold := ch.mayHold
+	mayHold, left := ch.mayHold, ch.left
 	j.mu.Unlock()
 	deadline := time.Now().Add(CleanupTimeout)
 	if j.life.Err() != nil {
 		deadline = j.closeBy()
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(j.life), deadline)
-	ok := j.clean(ctx, h, mayHold)
+	confirmed, settled := j.clean(ctx, h, mayHold, left)
 	cancel()
-	if !ok {
-		return false
-	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if settled {
+		ch.settle()
+	}
+	ch.left &^= confirmed
 	switch {
+	case ch.left != 0 || j.pending[h] != ch:
 	case ch.confirmed.IsZero():
 		ch.confirmed = time.Now()
-		close(ch.done)
+		ch.left = ch.parts
 		if !ch.mayHold {
 			delete(j.pending, h)
 		}
 	case time.Since(ch.confirmed) >= settle:
 		delete(j.pending, h)
 	}
-	return true
+	return settled
 }
