@@ -153,13 +153,22 @@ func (q *quorum) owe(h *hold, i int, err error) {
 	}
 }
 
+// cleanupNodeTimeout is the least time a cleanup waits for each node
+// (see clean): half the janitor's bound on a cleanup. A cleanup returns at
+// the majority's answer, so a silent node does not hold it up; under load
+// a node timeout of 200 ms failed the janitor's calls to the answering
+// nodes too, three in a row had the health tracker skip those nodes for
+// a second, and keys of calls cut off stayed blocked that long
+// (TestQuorumBurstOfCutOffCallsBlocksKeysAtMostAClaimWindow).
+const cleanupNodeTimeout = janitor.CleanupTimeout / 2
+
 // clean releases h's owner, which nobody will use, on the nodes of parts
 // (see janitor.Clean). It returns when so many nodes confirmed that, with
-// those not asked, a majority did, each node bounded by the node timeout,
-// or when ctx is done; a node that did not answer by then (not waited
-// for, silent, or skipped after repeated failures) is asked again in the
-// janitor's next round, and the janitor's second round asks every node of
-// parts again.
+// those not asked, a majority did, each node bounded by the node timeout
+// or cleanupNodeTimeout, whichever is longer, or when ctx is done; a node
+// that did not answer by then (not waited for, silent, or skipped after
+// repeated failures) is asked again in the janitor's next round, and the
+// janitor's second round asks every node of parts again.
 func (q *quorum) clean(ctx context.Context, h *hold, parts janitor.Parts) (janitor.Parts, bool) {
 	h.releasing.Store(true) // a late grant seen from now on is released (see lateGrant)
 	var asked []int
@@ -174,7 +183,7 @@ func (q *quorum) clean(ctx context.Context, h *hold, parts janitor.Parts) (janit
 	}
 	known := len(q.set.nodes) - len(asked) // nodes not asked: they confirmed a release of the owner already
 	set.need = max(1, q.set.need-known)
-	rs := fanOut(&set, ctx, q.timeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
+	rs := fanOut(&set, ctx, max(q.timeout(h.lease), cleanupNodeTimeout), func(ctx context.Context, nd *node) (bool, error) {
 		_, err := nd.release(ctx, h, 0, nil)
 		return true, err
 	}, isTrue)
