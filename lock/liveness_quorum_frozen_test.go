@@ -104,11 +104,8 @@ func TestQuorumFrozenNodeKeepsNoReleasedKey(t *testing.T) {
 			// repeated failures (1 s) and the second release (250 ms
 			// after the first): 2 s on an idle machine.
 			limit := locktest.Bound(2 * time.Second)
-			// Up to 500 ms for each node: its Locks at once on a busy
-			// machine must not fail on the node timeout, which is not a
-			// key held.
 			other := newQuorum(t, clients(), lock.WithNodeTimeout(500*time.Millisecond))
-			blocked, slowest := lockEvery(other, "frozen", tt.keys, resumed, resumed.Add(limit))
+			blocked, slowest := quorumLockEvery(t, other, "frozen", tt.keys, resumed, resumed.Add(limit))
 			direct := srvs[2].Client(t)
 			held := 0
 			for i := range tt.keys {
