@@ -149,7 +149,7 @@ func (q *quorum) owe(h *hold, i int, err error) {
 	final := h.end != nil
 	h.mu.Unlock()
 	if final {
-		q.c.jan.Owe(h, part(i))
+		q.c.jan.Owe(h, part(i), time.Now().Add(h.lease))
 	}
 }
 

@@ -85,6 +85,8 @@ type chore struct {
 	confirmed time.Time     // when every part first confirmed it; zero before
 	settled   bool          // done is closed
 	done      chan struct{} // closed when Redis first settled it
+	abandoned bool          // handed over by Abandon: cleaned until confirmed
+	owedUntil time.Time     // otherwise (Owe), when the janitor stops asking silent parts
 }
 
 // New returns a Janitor of the Client whose life ends at Close, which
@@ -102,7 +104,7 @@ func New[H comparable](life context.Context, clean Clean[H], closeBy func() time
 // hold the key, or come to hold it when a command still under way runs;
 // otherwise it is only taken out of the wait queue.
 func (j *Janitor[H]) Abandon(h H, mayHold bool, wait time.Duration) {
-	ch := j.add(h, mayHold, All, false)
+	ch := j.add(h, mayHold, All, time.Time{})
 	if ch == nil || wait <= 0 {
 		return
 	}
@@ -119,20 +121,25 @@ func (j *Janitor[H]) Abandon(h H, mayHold bool, wait time.Duration) {
 // a release that enough of Redis did (the owner blocks no key): a part
 // silent then may still run a late command that takes the key for the
 // owner, and keep it for a whole lease. The janitor releases it there
-// until those parts confirmed twice.
-func (j *Janitor[H]) Owe(h H, parts Parts) {
-	j.add(h, true, parts, true)
+// until those parts confirmed twice, or until until (the lease from now:
+// a part silent for that long may be gone for good, and the janitor must
+// not ask it for ever for every release it missed); then the key lapses
+// there with that lease. At Close it does not wait for such cleanups.
+func (j *Janitor[H]) Owe(h H, parts Parts, until time.Time) {
+	j.add(h, true, parts, until)
 }
 
-// add records a cleanup of h's owner on parts, settled already or not, and
-// kicks the janitor; it returns the chore, or nil once the janitor
-// stopped (the cleanup then runs once on its own). A chore given new
-// parts starts its rounds again.
-func (j *Janitor[H]) add(h H, mayHold bool, parts Parts, settled bool) *chore {
+// add records a cleanup of h's owner on parts, settled already (owed
+// until a time) or not (abandoned: zero), and kicks the janitor; it
+// returns the chore, or nil once the janitor stopped (the cleanup then
+// runs once on its own). A chore given new parts starts its rounds again.
+func (j *Janitor[H]) add(h H, mayHold bool, parts Parts, owedUntil time.Time) *chore {
 	j.mu.Lock()
 	if j.stopped {
 		j.mu.Unlock()
-		go j.cleanOnce(h, mayHold, parts)
+		if owedUntil.IsZero() { // what was owed lapses with its lease
+			go j.cleanOnce(h, mayHold, parts)
+		}
 		return nil
 	}
 	ch := j.pending[h]
@@ -146,8 +153,11 @@ func (j *Janitor[H]) add(h H, mayHold bool, parts Parts, settled bool) *chore {
 		ch.left |= parts
 		ch.confirmed = time.Time{}
 	}
-	if settled {
+	if owedUntil.IsZero() {
+		ch.abandoned = true
+	} else {
 		ch.settle()
+		ch.owedUntil = maxTime(ch.owedUntil, owedUntil)
 	}
 	j.mu.Unlock()
 	j.Kick()
@@ -172,7 +182,8 @@ func (j *Janitor[H]) Kick() {
 }
 
 // Run cleans up until Close's deadline, or until the Client is closed and
-// nothing is left to clean nor still to be handed over.
+// nothing is left to clean but what was owed (see Owe), nor still to be
+// handed over.
 func (j *Janitor[H]) Run() {
 	defer j.stop()
 	retry := time.NewTimer(time.Hour)
@@ -192,22 +203,38 @@ func (j *Janitor[H]) Run() {
 		case <-j.kick:
 		case <-retry.C:
 		}
-		if j.sweep() {
+		more := j.sweep()
+		if life == nil && !j.busy() && !j.abandonedLeft() {
+			return // closed, nothing abandoned left, and no call that Close ended still to hand over its cleanup
+		}
+		if more {
 			retry.Reset(janitorRetry)
-		} else if life == nil && !j.busy() {
-			return // closed, nothing left, and no call that Close ended still to hand over its cleanup
 		}
 	}
 }
 
-// stop hands what is still pending, and what comes later (an acquisition
-// Close could not cut off, finishing after it), to cleanOnce.
+// abandonedLeft reports whether a cleanup handed over by Abandon is
+// pending.
+func (j *Janitor[H]) abandonedLeft() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, ch := range j.pending {
+		if ch.abandoned {
+			return true
+		}
+	}
+	return false
+}
+
+// stop hands what was abandoned and is still unconfirmed, and what comes
+// later (an acquisition Close could not cut off, finishing after it), to
+// cleanOnce; what was owed to silent parts lapses there with its lease.
 func (j *Janitor[H]) stop() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.stopped = true
 	for h, ch := range j.pending {
-		if ch.confirmed.IsZero() {
+		if ch.abandoned && ch.confirmed.IsZero() {
 			go j.cleanOnce(h, ch.mayHold, ch.left)
 		}
 	}
@@ -224,50 +251,72 @@ func (j *Janitor[H]) cleanOnce(h H, mayHold bool, parts Parts) {
 }
 
 // sweep runs the cleanups that are due and reports whether any is left.
-// The first runs alone: when Redis does not settle it, the others would
-// wait for the same Redis, and wait for the next sweep instead. The rest
-// run together, up to maxCleanups at once, so that their calls share
-// round trips as the calls they clean up after did; none starts once one
-// was not settled. A cleanup settled but not confirmed by every part (a
-// node of a quorum silent) does not hold up the others.
+// Those Redis has yet to settle come first: the first runs alone, since
+// when Redis does not settle it the others would wait for the same Redis,
+// and wait for the next sweep instead; the rest run together, up to
+// maxCleanups at once, so that their calls share round trips as the calls
+// they clean up after did, and none starts once one was not settled. Then
+// those settled but waiting for parts (nodes of a quorum) that have yet to
+// confirm, grouped by those parts, likewise: the first of a group runs
+// alone, and the rest only if a part confirmed it. So while a node is
+// silent, a sweep asks it once, however many cleanups wait for it.
 func (j *Janitor[H]) sweep() bool {
 	j.mu.Lock()
-	due := make([]H, 0, len(j.pending))
+	var unsettled []H
+	waiting := make(map[Parts][]H)
+	now := time.Now()
 	for h, ch := range j.pending {
-		if ch.confirmed.IsZero() || time.Since(ch.confirmed) >= settle {
-			due = append(due, h)
+		switch {
+		case !ch.abandoned && now.After(ch.owedUntil):
+			delete(j.pending, h) // owed to parts silent for a lease: the key lapses there
+		case !ch.confirmed.IsZero() && now.Sub(ch.confirmed) < settle:
+		case ch.settled:
+			waiting[ch.left] = append(waiting[ch.left], h)
+		default:
+			unsettled = append(unsettled, h)
 		}
 	}
 	j.mu.Unlock()
-	if len(due) > 0 && j.cleanUp(due[0]) {
-		var wg sync.WaitGroup
-		var failed atomic.Bool
-		slots := make(chan struct{}, maxCleanups)
-		for _, h := range due[1:] {
-			slots <- struct{}{}
-			if failed.Load() {
-				break
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if !j.cleanUp(h) {
-					failed.Store(true)
-				}
-				<-slots
-			}()
-		}
-		wg.Wait()
+	j.cleanUpAll(unsettled, func(_ Parts, settled bool) bool { return settled })
+	for left, hs := range waiting {
+		j.cleanUpAll(hs, func(confirmed Parts, _ bool) bool { return confirmed&left != 0 })
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return len(j.pending) > 0
 }
 
+// cleanUpAll runs the cleanups of hs: the first alone, and the rest, up
+// to maxCleanups at once, if ok says the first went well; none starts
+// once one did not.
+func (j *Janitor[H]) cleanUpAll(hs []H, ok func(confirmed Parts, settled bool) bool) {
+	if len(hs) == 0 || !ok(j.cleanUp(hs[0])) {
+		return
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	slots := make(chan struct{}, maxCleanups)
+	for _, h := range hs[1:] {
+		slots <- struct{}{}
+		if failed.Load() {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !ok(j.cleanUp(h)) {
+				failed.Store(true)
+			}
+			<-slots
+		}()
+	}
+	wg.Wait()
+}
+
 // cleanUp runs the pending cleanup of h's owner on the parts that have
-// yet to confirm this round and records their confirmations; it reports
-// whether Redis settled it.
-func (j *Janitor[H]) cleanUp(h H) bool {
+// yet to confirm this round and records their confirmations; it returns
+// the parts that confirmed it and whether Redis settled it.
+func (j *Janitor[H]) cleanUp(h H) (Parts, bool) {
 	j.mu.Lock()
 	ch := j.pending[h]
 	mayHold, left := ch.mayHold, ch.left
@@ -286,7 +335,8 @@ func (j *Janitor[H]) cleanUp(h H) bool {
 	}
 	ch.left &^= confirmed
 	switch {
-	case ch.left != 0 || j.pending[h] != ch:
+	case j.pending[h] != ch:
+	case ch.left != 0:
 	case ch.confirmed.IsZero():
 		ch.confirmed = time.Now()
 		ch.left = ch.parts
@@ -296,5 +346,12 @@ func (j *Janitor[H]) cleanUp(h H) bool {
 	case time.Since(ch.confirmed) >= settle:
 		delete(j.pending, h)
 	}
-	return settled
+	return confirmed & left, settled
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

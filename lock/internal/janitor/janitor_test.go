@@ -3,6 +3,7 @@ package janitor
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -100,7 +101,7 @@ func TestSilentPartRetriedUntilConfirmedTwice(t *testing.T) {
 	go func() { j.Run(); close(ran) }()
 	defer func() { closeClient(); <-ran }()
 
-	j.Owe(1, silent)
+	j.Owe(1, silent, time.Now().Add(time.Hour))
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
@@ -133,5 +134,38 @@ func TestSilentPartRetriedUntilConfirmedTwice(t *testing.T) {
 	}
 	if d := confirmedAt[1].Sub(confirmedAt[0]); d < settle {
 		t.Errorf("second confirmation %v after the first, want at least %v", d, settle)
+	}
+}
+
+// A release owed to a part that never answers (a node gone for good) is
+// asked until the time Owe gave, then dropped; Close does not wait for it.
+func TestOwedPartGivenUpAtItsTime(t *testing.T) {
+	life, closeClient := context.WithCancel(context.Background())
+	defer closeClient()
+	var tries atomic.Int32
+	clean := func(ctx context.Context, h int, mayHold bool, parts Parts) (Parts, bool) {
+		tries.Add(1)
+		return 0, true
+	}
+	closeBy := time.Now().Add(time.Hour)
+	j := New(life, clean, func() time.Time { return closeBy }, func() bool { return false })
+	ran := make(chan struct{})
+	go func() { j.Run(); close(ran) }()
+	j.Owe(1, 1<<2, time.Now().Add(3*janitorRetry))
+	time.Sleep(6 * janitorRetry)
+	n := tries.Load()
+	if n < 2 {
+		t.Fatalf("%d tries, want retries until the time given", n)
+	}
+	time.Sleep(3 * janitorRetry)
+	if m := tries.Load(); m != n {
+		t.Fatalf("%d tries after the time given, want none", m-n)
+	}
+	j.Owe(2, 1<<2, time.Now().Add(time.Hour))
+	closeClient()
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not end after Close with only an owed release left")
 	}
 }
