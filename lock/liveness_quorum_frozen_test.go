@@ -122,3 +122,34 @@ func TestQuorumFrozenNodeKeepsNoReleasedKey(t *testing.T) {
 		})
 	}
 }
+
+// Close does not wait for releases owed to a node that stays silent: its
+// majority confirmed them. With node 0 stopped (go-redis waits out each
+// call's deadline there, as with a frozen node), 30 Lock and unlock
+// pairs leave one owed release each, and Close still returns at once
+// instead of asking node 0 again until its deadline (1 s).
+func TestQuorumCloseDoesNotWaitForOwedReleases(t *testing.T) {
+	locktest.Timed(t)
+	t.Cleanup(waitDialersGone) // last: node 0 is stopped, and its clients' dialers end after they are closed
+	srvs, clients := quorumOf(t, 3)
+	for _, s := range srvs {
+		warmScripts(t, s)
+	}
+	c := newQuorum(t, clients())
+	srvs[0].Stop()
+	for i := range 30 {
+		_, unlock := locktest.MustLock(t, c, context.Background(), "owed-"+strconv.Itoa(i))
+		if err := unlock(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("Close took %v", took)
+	if limit := locktest.Bound(300 * time.Millisecond); took > limit {
+		t.Errorf("Close took %v (> %v) with releases owed to a stopped node", took, limit)
+	}
+}

@@ -203,9 +203,15 @@ func (j *Janitor[H]) Run() {
 		case <-j.kick:
 		case <-retry.C:
 		}
+		// Closed, nothing abandoned left, and no call that Close ended
+		// still to hand over its cleanup: done.
+		done := func() bool { return life == nil && !j.busy() && !j.abandonedLeft() }
+		if done() {
+			return
+		}
 		more := j.sweep()
-		if life == nil && !j.busy() && !j.abandonedLeft() {
-			return // closed, nothing abandoned left, and no call that Close ended still to hand over its cleanup
+		if done() {
+			return
 		}
 		if more {
 			retry.Reset(janitorRetry)
@@ -319,13 +325,16 @@ func (j *Janitor[H]) cleanUpAll(hs []H, ok func(confirmed Parts, settled bool) b
 func (j *Janitor[H]) cleanUp(h H) (Parts, bool) {
 	j.mu.Lock()
 	ch := j.pending[h]
-	mayHold, left := ch.mayHold, ch.left
+	mayHold, left, abandoned := ch.mayHold, ch.left, ch.abandoned
 	j.mu.Unlock()
 	deadline := time.Now().Add(CleanupTimeout)
 	if j.life.Err() != nil {
 		deadline = j.closeBy()
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(j.life), deadline)
+	if !abandoned {
+		defer context.AfterFunc(j.life, cancel)() // Close does not wait for what was owed
+	}
 	confirmed, settled := j.clean(ctx, h, mayHold, left)
 	cancel()
 	j.mu.Lock()
