@@ -49,7 +49,9 @@ const (
 // A cleanup has parts that Redis confirms one by one: the nodes of a
 // quorum. Each round of a cleanup asks the parts that have yet to confirm
 // it, until all have; the second round, settle after the first, asks them
-// all again.
+// all again. A release a majority confirmed but a silent node did not is
+// owed to that node (see Owe): asked until the node confirmed it twice or
+// for a lease at most, and not waited for at Close.
 type Janitor[H comparable] struct {
 	life    context.Context  // the Client's: ends at Close
 	closeBy func() time.Time // when Close returns at the latest; read once life ended
