@@ -19,9 +19,7 @@ import (
 // Unlike lockEvery it tries again after an error that is not
 // ErrNotObtained: on a busy machine the nodes do not always answer n
 // calls at once within c's node timeout, and then Lock returns the error
-// (see NewQuorum), which tells nothing of the key. Give c a node timeout
-// that allows for the load (500 ms): the waiters retry after at most
-// twice that, when no release message wakes them.
+// (see NewQuorum), which tells nothing of the key.
 func quorumLockEvery(t *testing.T, c *lock.Client, prefix string, n int, from, by time.Time) (blocked int, slowest time.Duration) {
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
@@ -99,7 +97,7 @@ func TestQuorumBurstOfCutOffCallsBlocksKeysAtMostAClaimWindow(t *testing.T) {
 			if far.grants.Load() == 0 {
 				t.Fatal("no command took a key: nothing was left to clean up")
 			}
-			other := newQuorum(t, clients(), lock.WithNodeTimeout(500*time.Millisecond))
+			other := newQuorum(t, clients())
 			limit := time.Second + locktest.Bound(500*time.Millisecond)
 			blocked, slowest := quorumLockEvery(t, other, "qburst", n, done, done.Add(limit))
 			t.Logf("%d grants; keys obtained up to %v after the calls ended; %d not within %v", far.grants.Load(), slowest, blocked, limit)

@@ -104,7 +104,7 @@ func TestQuorumFrozenNodeKeepsNoReleasedKey(t *testing.T) {
 			// repeated failures (1 s) and the second release (250 ms
 			// after the first): 2 s on an idle machine.
 			limit := locktest.Bound(2 * time.Second)
-			other := newQuorum(t, clients(), lock.WithNodeTimeout(500*time.Millisecond))
+			other := newQuorum(t, clients())
 			blocked, slowest := quorumLockEvery(t, other, "frozen", tt.keys, resumed, resumed.Add(limit))
 			direct := srvs[2].Client(t)
 			held := 0
