@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/lock/internal/health"
+	"github.com/lockkit/lockkit/lock/internal/janitor"
 )
 
 // NewQuorum returns a Client that takes every lock on a majority of
@@ -101,7 +102,8 @@ func (q *quorum) token(int64) uint64 { return 0 }
 // release cuts a node's command off only at ctx's deadline or Close, not
 // when the caller returns at the majority's answer: a node slower to
 // start would keep the key for a whole lease
-// (TestQuorumReleaseReachesSlowNode).
+// (TestQuorumReleaseReachesSlowNode). A node that does not answer a
+// final release (see owe) gets it again from the janitor.
 func (q *quorum) release(ctx context.Context, h *hold, n int) votes {
 	c := q.c
 	rs := fanOutScripts(&q.set, ctx, q.timeout(h.lease), func(ctx context.Context, nd *node) (bool, error) {
@@ -112,9 +114,101 @@ func (q *quorum) release(ctx context.Context, h *hold, n int) votes {
 			defer context.AfterFunc(c.life, cancel)()
 		}
 		r, err := nd.release(ctx, h, n, nil)
+		if n == 0 && err != nil {
+			q.owe(h, slices.Index(q.set.nodes, nd), err)
+		}
 		return r.ok && err == nil, err
 	}, isTrue)
+	if n == 0 {
+		for i, r := range rs {
+			if r.err == errNodeDown {
+				q.owe(h, i, r.err)
+			}
+		}
+	}
 	return tally(rs, isTrue)
+}
+
+// owe hands node i's release of h's owner to the janitor when the node
+// did not answer it (err) and the release is final: the hold ended, so
+// the owner acquires nothing any more. Answered or not, the call returned
+// at the majority's answer; a node silent then (frozen, say) runs what it
+// was sent when it resumes, in no set order, the owner's cut-off
+// acquisition too, and would keep the key for a whole lease: with one
+// more node down, no one could get a majority until it lapses. The
+// janitor releases the owner there until the node confirmed it twice,
+// settle apart (TestQuorumFrozenNodeKeepsNoReleasedKey). A release left
+// unanswered by an acquisition that has yet to win (see attempt) is not
+// owed: the owner may take the node again; if its call gives up, the
+// janitor releases it everywhere.
+func (q *quorum) owe(h *hold, i int, err error) {
+	if unreachable(err) {
+		return
+	}
+	h.mu.Lock()
+	final := h.end != nil
+	h.mu.Unlock()
+	if final {
+		q.c.jan.Owe(h, part(i), time.Now().Add(h.lease))
+	}
+}
+
+// cleanupNodeTimeout is the least time a cleanup waits for each node
+// (see clean): half the janitor's bound on a cleanup. A cleanup returns at
+// the majority's answer, so a silent node does not hold it up; under load
+// a node timeout of 200 ms failed the janitor's calls to the answering
+// nodes too, three in a row had the health tracker skip those nodes for
+// a second, and keys of calls cut off stayed blocked that long
+// (TestQuorumBurstOfCutOffCallsBlocksKeysAtMostAClaimWindow).
+const cleanupNodeTimeout = janitor.CleanupTimeout / 2
+
+// clean releases h's owner, which nobody will use, on the nodes of parts
+// (see janitor.Clean). It returns when so many nodes confirmed that, with
+// those not asked, a majority did, each node bounded by the node timeout
+// or cleanupNodeTimeout, whichever is longer, or when ctx is done; a node
+// that did not answer by then (not waited for, silent, or skipped after
+// repeated failures) is asked again in the janitor's next round, and the
+// janitor's second round asks every node of parts again.
+func (q *quorum) clean(ctx context.Context, h *hold, parts janitor.Parts) (janitor.Parts, bool) {
+	h.releasing.Store(true) // a late grant seen from now on is released (see lateGrant)
+	var asked []int
+	for i := range q.set.nodes {
+		if parts&part(i) != 0 {
+			asked = append(asked, i)
+		}
+	}
+	set := nodeSet{nodes: make([]*node, len(asked)), tasks: q.set.tasks}
+	for j, i := range asked {
+		set.nodes[j] = q.set.nodes[i]
+	}
+	known := len(q.set.nodes) - len(asked) // nodes not asked: they confirmed a release of the owner already
+	set.need = max(1, q.set.need-known)
+	rs := fanOut(&set, ctx, max(q.timeout(h.lease), cleanupNodeTimeout), func(ctx context.Context, nd *node) (bool, error) {
+		_, err := nd.release(ctx, h, 0, nil)
+		return true, err
+	}, isTrue)
+	confirmed := parts
+	for j, r := range rs {
+		if r.err == nil {
+			known++
+		} else if !unreachable(r.err) {
+			confirmed &^= part(asked[j])
+		}
+	}
+	return confirmed, known >= q.set.need
+}
+
+// part is node i's part of a cleanup (see janitor.Parts).
+func part(i int) janitor.Parts { return 1 << (i % 64) }
+
+// unreachable reports whether err tells that nothing sent to a node can
+// run there any more: no connection could be made (the server is gone,
+// and took the commands sent before with it), or the Redis client was
+// closed. A silent node, or one that refused with an error reply, still
+// owes its answer.
+func unreachable(err error) bool {
+	var re redis.Error
+	return !mayHaveRun(err) && !errors.As(err, &re)
 }
 
 // freed wakes this process's first waiter of rk's key, unless its owner

@@ -45,11 +45,18 @@ const (
 // pending (an attempt Close cut off, say) until Close's deadline, then
 // stops; Close waits for it. H is an owner to clean up after (the lock's
 // hold).
+//
+// A cleanup has parts that Redis confirms one by one: the nodes of a
+// quorum. Each round of a cleanup asks the parts that have yet to confirm
+// it, until all have; the second round, settle after the first, asks them
+// all again. A release a majority confirmed but a silent node did not is
+// owed to that node (see Owe): asked until the node confirmed it twice or
+// for a lease at most, and not waited for at Close.
 type Janitor[H comparable] struct {
 	life    context.Context  // the Client's: ends at Close
 	closeBy func() time.Time // when Close returns at the latest; read once life ended
 	busy    func() bool      // whether a call Close ended may still hand over a cleanup
-	clean   func(ctx context.Context, h H, mayHold bool) bool
+	clean   Clean[H]
 
 	mu      sync.Mutex
 	pending map[H]*chore
@@ -57,19 +64,38 @@ type Janitor[H comparable] struct {
 	kick    chan struct{} // capacity 1
 }
 
+// Parts are parts of a cleanup, one bit each: the nodes of a quorum, node
+// i being bit i%64 (nodes that share a bit are asked together). One Redis
+// is one part.
+type Parts uint64
+
+// All is every part.
+const All = ^Parts(0)
+
+// A Clean cleans up after h's owner on parts, under ctx: it takes the
+// owner out of its key's wait queue and, with mayHold, releases its hold.
+// It returns the parts that confirmed it, and whether enough of Redis did
+// (the parts not asked counting as confirmed) that the owner blocks no key
+// once the rest confirm too (settled).
+type Clean[H comparable] func(ctx context.Context, h H, mayHold bool, parts Parts) (confirmed Parts, settled bool)
+
 // chore is the cleanup of one abandoned owner.
 type chore struct {
 	mayHold   bool          // the owner may hold the key: release it, and confirm twice
-	confirmed time.Time     // when Redis first confirmed it; zero before
-	done      chan struct{} // closed then
+	parts     Parts         // where to clean up
+	left      Parts         // the parts that have yet to confirm this round
+	confirmed time.Time     // when every part first confirmed it; zero before
+	settled   bool          // done is closed
+	done      chan struct{} // closed when Redis first settled it
+	abandoned bool          // handed over by Abandon: cleaned until confirmed
+	owedUntil time.Time     // otherwise (Owe), when the janitor stops asking silent parts
 }
 
-// New returns a Janitor of the Client whose life ends at Close. clean
-// takes h's owner out of its key's wait queue and, with mayHold, releases
-// its hold, under ctx; it reports whether Redis confirmed it. closeBy
-// tells, once life ended, when Close returns at the latest; busy whether
-// a call that Close ended may still hand over a cleanup.
-func New[H comparable](life context.Context, clean func(ctx context.Context, h H, mayHold bool) bool, closeBy func() time.Time, busy func() bool) *Janitor[H] {
+// New returns a Janitor of the Client whose life ends at Close, which
+// cleans up with clean. closeBy tells, once life ended, when Close
+// returns at the latest; busy whether a call that Close ended may still
+// hand over a cleanup.
+func New[H comparable](life context.Context, clean Clean[H], closeBy func() time.Time, busy func() bool) *Janitor[H] {
 	return &Janitor[H]{life: life, clean: clean, closeBy: closeBy, busy: busy,
 		pending: make(map[H]*chore), kick: make(chan struct{}, 1)}
 }
@@ -80,21 +106,8 @@ func New[H comparable](life context.Context, clean func(ctx context.Context, h H
 // hold the key, or come to hold it when a command still under way runs;
 // otherwise it is only taken out of the wait queue.
 func (j *Janitor[H]) Abandon(h H, mayHold bool, wait time.Duration) {
-	j.mu.Lock()
-	if j.stopped {
-		j.mu.Unlock()
-		go j.cleanOnce(h, mayHold)
-		return
-	}
-	ch := j.pending[h]
-	if ch == nil {
-		ch = &chore{done: make(chan struct{})}
-		j.pending[h] = ch
-	}
-	ch.mayHold = ch.mayHold || mayHold
-	j.mu.Unlock()
-	j.Kick()
-	if wait <= 0 {
+	ch := j.add(h, mayHold, All, time.Time{})
+	if ch == nil || wait <= 0 {
 		return
 	}
 	t := time.NewTimer(wait)
@@ -103,6 +116,61 @@ func (j *Janitor[H]) Abandon(h H, mayHold bool, wait time.Duration) {
 	case <-ch.done:
 	case <-t.C:
 	case <-j.life.Done():
+	}
+}
+
+// Owe hands over the release of h's owner on parts, which did not confirm
+// a release that enough of Redis did (the owner blocks no key): a part
+// silent then may still run a late command that takes the key for the
+// owner, and keep it for a whole lease. The janitor releases it there
+// until those parts confirmed twice, or until until (the lease from now:
+// a part silent for that long may be gone for good, and the janitor must
+// not ask it for ever for every release it missed); then the key lapses
+// there with that lease. At Close it does not wait for such cleanups.
+func (j *Janitor[H]) Owe(h H, parts Parts, until time.Time) {
+	j.add(h, true, parts, until)
+}
+
+// add records a cleanup of h's owner on parts, settled already (owed
+// until a time) or not (abandoned: zero), and kicks the janitor; it
+// returns the chore, or nil once the janitor stopped (the cleanup then
+// runs once on its own). A chore given new parts starts its rounds again.
+func (j *Janitor[H]) add(h H, mayHold bool, parts Parts, owedUntil time.Time) *chore {
+	j.mu.Lock()
+	if j.stopped {
+		j.mu.Unlock()
+		if owedUntil.IsZero() { // what was owed lapses with its lease
+			go j.cleanOnce(h, mayHold, parts)
+		}
+		return nil
+	}
+	ch := j.pending[h]
+	if ch == nil {
+		ch = &chore{done: make(chan struct{})}
+		j.pending[h] = ch
+	}
+	ch.mayHold = ch.mayHold || mayHold
+	if ch.left|parts != ch.left {
+		ch.parts |= parts
+		ch.left |= parts
+		ch.confirmed = time.Time{}
+	}
+	if owedUntil.IsZero() {
+		ch.abandoned = true
+	} else {
+		ch.settle()
+		ch.owedUntil = maxTime(ch.owedUntil, owedUntil)
+	}
+	j.mu.Unlock()
+	j.Kick()
+	return ch
+}
+
+// settle closes done, once.
+func (ch *chore) settle() {
+	if !ch.settled {
+		ch.settled = true
+		close(ch.done)
 	}
 }
 
@@ -116,7 +184,8 @@ func (j *Janitor[H]) Kick() {
 }
 
 // Run cleans up until Close's deadline, or until the Client is closed and
-// nothing is left to clean nor still to be handed over.
+// nothing is left to clean but what was owed (see Owe), nor still to be
+// handed over.
 func (j *Janitor[H]) Run() {
 	defer j.stop()
 	retry := time.NewTimer(time.Hour)
@@ -136,23 +205,45 @@ func (j *Janitor[H]) Run() {
 		case <-j.kick:
 		case <-retry.C:
 		}
-		if j.sweep() {
+		// Closed, nothing abandoned left, and no call that Close ended
+		// still to hand over its cleanup: done.
+		done := func() bool { return life == nil && !j.busy() && !j.abandonedLeft() }
+		if done() {
+			return
+		}
+		more := j.sweep()
+		if done() {
+			return
+		}
+		if more {
 			retry.Reset(janitorRetry)
-		} else if life == nil && !j.busy() {
-			return // closed, nothing left, and no call that Close ended still to hand over its cleanup
 		}
 	}
 }
 
-// stop hands what is still pending, and what comes later (an acquisition
-// Close could not cut off, finishing after it), to cleanOnce.
+// abandonedLeft reports whether a cleanup handed over by Abandon is
+// pending.
+func (j *Janitor[H]) abandonedLeft() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, ch := range j.pending {
+		if ch.abandoned {
+			return true
+		}
+	}
+	return false
+}
+
+// stop hands what was abandoned and is still unconfirmed, and what comes
+// later (an acquisition Close could not cut off, finishing after it), to
+// cleanOnce; what was owed to silent parts lapses there with its lease.
 func (j *Janitor[H]) stop() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.stopped = true
 	for h, ch := range j.pending {
-		if ch.confirmed.IsZero() {
-			go j.cleanOnce(h, ch.mayHold)
+		if ch.abandoned && ch.confirmed.IsZero() {
+			go j.cleanOnce(h, ch.mayHold, ch.left)
 		}
 	}
 	clear(j.pending)
@@ -161,80 +252,117 @@ func (j *Janitor[H]) stop() {
 // cleanOnce is a cleanup after the janitor stopped: one try, bounded by
 // CleanupTimeout and the Redis client's own timeouts; if it fails, a key
 // the owner may hold lapses with its lease.
-func (j *Janitor[H]) cleanOnce(h H, mayHold bool) {
+func (j *Janitor[H]) cleanOnce(h H, mayHold bool, parts Parts) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(j.life), CleanupTimeout)
 	defer cancel()
-	j.clean(ctx, h, mayHold)
+	j.clean(ctx, h, mayHold, parts)
 }
 
 // sweep runs the cleanups that are due and reports whether any is left.
-// The first runs alone: when Redis does not confirm it, the others would
-// wait for the same Redis, and wait for the next sweep instead. The rest
-// run together, up to maxCleanups at once, so that their calls share
-// round trips as the calls they clean up after did; none starts once one
-// was not confirmed.
+// Those Redis has yet to settle come first: the first runs alone, since
+// when Redis does not settle it the others would wait for the same Redis,
+// and wait for the next sweep instead; the rest run together, up to
+// maxCleanups at once, so that their calls share round trips as the calls
+// they clean up after did, and none starts once one was not settled. Then
+// those settled but waiting for parts (nodes of a quorum) that have yet to
+// confirm, grouped by those parts, likewise: the first of a group runs
+// alone, and the rest only if a part confirmed it. So while a node is
+// silent, a sweep asks it once, however many cleanups wait for it.
 func (j *Janitor[H]) sweep() bool {
 	j.mu.Lock()
-	due := make([]H, 0, len(j.pending))
+	var unsettled []H
+	waiting := make(map[Parts][]H)
+	now := time.Now()
 	for h, ch := range j.pending {
-		if ch.confirmed.IsZero() || time.Since(ch.confirmed) >= settle {
-			due = append(due, h)
+		switch {
+		case !ch.abandoned && now.After(ch.owedUntil):
+			delete(j.pending, h) // owed to parts silent for a lease: the key lapses there
+		case !ch.confirmed.IsZero() && now.Sub(ch.confirmed) < settle:
+		case ch.settled:
+			waiting[ch.left] = append(waiting[ch.left], h)
+		default:
+			unsettled = append(unsettled, h)
 		}
 	}
 	j.mu.Unlock()
-	if len(due) > 0 && j.cleanUp(due[0]) {
-		var wg sync.WaitGroup
-		var failed atomic.Bool
-		slots := make(chan struct{}, maxCleanups)
-		for _, h := range due[1:] {
-			slots <- struct{}{}
-			if failed.Load() {
-				break
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if !j.cleanUp(h) {
-					failed.Store(true)
-				}
-				<-slots
-			}()
-		}
-		wg.Wait()
+	j.cleanUpAll(unsettled, func(_ Parts, settled bool) bool { return settled })
+	for left, hs := range waiting {
+		j.cleanUpAll(hs, func(confirmed Parts, _ bool) bool { return confirmed&left != 0 })
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return len(j.pending) > 0
 }
 
-// cleanUp runs the pending cleanup of h's owner and records Redis's
-// confirmation; it reports whether Redis confirmed it.
-func (j *Janitor[H]) cleanUp(h H) bool {
+// cleanUpAll runs the cleanups of hs: the first alone, and the rest, up
+// to maxCleanups at once, if ok says the first went well; none starts
+// once one did not.
+func (j *Janitor[H]) cleanUpAll(hs []H, ok func(confirmed Parts, settled bool) bool) {
+	if len(hs) == 0 || !ok(j.cleanUp(hs[0])) {
+		return
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	slots := make(chan struct{}, maxCleanups)
+	for _, h := range hs[1:] {
+		slots <- struct{}{}
+		if failed.Load() {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !ok(j.cleanUp(h)) {
+				failed.Store(true)
+			}
+			<-slots
+		}()
+	}
+	wg.Wait()
+}
+
+// cleanUp runs the pending cleanup of h's owner on the parts that have
+// yet to confirm this round and records their confirmations; it returns
+// the parts that confirmed it and whether Redis settled it.
+func (j *Janitor[H]) cleanUp(h H) (Parts, bool) {
 	j.mu.Lock()
 	ch := j.pending[h]
-	mayHold := ch.mayHold
+	mayHold, left, abandoned := ch.mayHold, ch.left, ch.abandoned
 	j.mu.Unlock()
 	deadline := time.Now().Add(CleanupTimeout)
 	if j.life.Err() != nil {
 		deadline = j.closeBy()
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(j.life), deadline)
-	ok := j.clean(ctx, h, mayHold)
-	cancel()
-	if !ok {
-		return false
+	if !abandoned {
+		defer context.AfterFunc(j.life, cancel)() // Close does not wait for what was owed
 	}
+	confirmed, settled := j.clean(ctx, h, mayHold, left)
+	cancel()
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if settled {
+		ch.settle()
+	}
+	ch.left &^= confirmed
 	switch {
+	case j.pending[h] != ch:
+	case ch.left != 0:
 	case ch.confirmed.IsZero():
 		ch.confirmed = time.Now()
-		close(ch.done)
+		ch.left = ch.parts
 		if !ch.mayHold {
 			delete(j.pending, h)
 		}
 	case time.Since(ch.confirmed) >= settle:
 		delete(j.pending, h)
 	}
-	return true
+	return confirmed & left, settled
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
