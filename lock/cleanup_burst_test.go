@@ -97,7 +97,7 @@ func TestCleanupBurstKeysFreeAfterRedisStall(t *testing.T) {
 	resumed := time.Now()
 	limit := time.Second + locktest.Bound(500*time.Millisecond)
 	other := locktest.NewClient(t, srv.Client(t))
-	blocked, _ := lockEvery(other, "sweep-freeze", n, resumed, resumed.Add(limit))
+	blocked, _ := lockEvery(t, other, "sweep-freeze", n, resumed, resumed.Add(limit), false)
 	if blocked > 0 {
 		t.Errorf("%d of %d keys (%d taken by cut-off calls) still blocked %v after Redis resumed", blocked, n, far.grants.Load(), limit)
 	}

@@ -52,24 +52,36 @@ func TestCutOffByDeadlineIsNotObtained(t *testing.T) {
 	}
 	srv.Pause()
 	defer srv.Resume()
+	expectCutOff(t, "call", context.Background(), func(ctx context.Context, i int) error {
+		var err error
+		if i%2 == 0 {
+			_, _, err = c.Lock(ctx, "k"+randKey())
+		} else {
+			_, _, err = c.TryLock(ctx, "k"+randKey())
+		}
+		return err
+	})
+}
+
+// expectCutOff makes 30 calls of call, each under a context derived from
+// parent with a 50 ms deadline that cuts it off on a stalled Redis, and
+// fails t for each that took longer than the deadline + 100 ms (scaled
+// by locktest.Bound) or did not report ErrNotObtained joined with
+// DeadlineExceeded; what names the calls in the messages.
+func expectCutOff(t *testing.T, what string, parent context.Context, call func(ctx context.Context, i int) error) {
+	t.Helper()
 	slack := locktest.Bound(slack)
 	const limit = 50 * time.Millisecond
 	const n = 30
 	wrong := 0
 	var first error
 	for i := range n {
-		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		ctx, cancel := context.WithTimeout(parent, limit)
 		var err error
-		took := timed(func() {
-			if i%2 == 0 {
-				_, _, err = c.Lock(ctx, "k"+randKey())
-			} else {
-				_, _, err = c.TryLock(ctx, "k"+randKey())
-			}
-		})
+		took := timed(func() { err = call(ctx, i) })
 		cancel()
 		if took > limit+slack {
-			t.Errorf("call %d took %v with a %v deadline", i, took, limit)
+			t.Errorf("%s %d took %v with a %v deadline: %v", what, i, took, limit, err)
 		}
 		if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 			wrong++
@@ -79,7 +91,7 @@ func TestCutOffByDeadlineIsNotObtained(t *testing.T) {
 		}
 	}
 	if wrong > 0 {
-		t.Errorf("%d of %d calls cut off by their deadline did not report ErrNotObtained and DeadlineExceeded; first: %v", wrong, n, first)
+		t.Errorf("%d of %d %ss cut off by their deadline did not report ErrNotObtained and DeadlineExceeded; first: %v", wrong, n, what, first)
 	}
 }
 
@@ -108,29 +120,10 @@ func TestReentryCutOffByDeadlineIsNotObtained(t *testing.T) {
 			lctx, _ := locktest.MustLock(t, c, context.Background(), key)
 			srv.Pause()
 			defer srv.Resume()
-			slack := locktest.Bound(slack)
-			const limit = 50 * time.Millisecond
-			const n = 30
-			wrong := 0
-			var first error
-			for i := range n {
-				ctx, cancel := context.WithTimeout(lctx, limit)
-				var err error
-				took := timed(func() { _, _, err = c.Lock(ctx, key) })
-				cancel()
-				if took > limit+slack {
-					t.Errorf("re-entry %d took %v with a %v deadline: %v", i, took, limit, err)
-				}
-				if !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
-					wrong++
-					if first == nil {
-						first = err
-					}
-				}
-			}
-			if wrong > 0 {
-				t.Errorf("%d of %d re-entries cut off by their deadline did not report ErrNotObtained and DeadlineExceeded; first: %v", wrong, n, first)
-			}
+			expectCutOff(t, "re-entry", lctx, func(ctx context.Context, _ int) error {
+				_, _, err := c.Lock(ctx, key)
+				return err
+			})
 		})
 	}
 }

@@ -105,7 +105,7 @@ func TestQuorumFrozenNodeKeepsNoReleasedKey(t *testing.T) {
 			// after the first): 2 s on an idle machine.
 			limit := locktest.Bound(2 * time.Second)
 			other := newQuorum(t, clients())
-			blocked, slowest := quorumLockEvery(t, other, "frozen", tt.keys, resumed, resumed.Add(limit))
+			blocked, slowest := lockEvery(t, other, "frozen", tt.keys, resumed, resumed.Add(limit), true)
 			direct := srvs[2].Client(t)
 			held := 0
 			for i := range tt.keys {
