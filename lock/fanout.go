@@ -172,11 +172,7 @@ func fanOut[T any](s *nodeSet, ctx context.Context, timeout time.Duration, call 
 // run with node.run. On a set's inline node the call runs in the caller's
 // goroutine: a Redis command then costs no goroutine of its own.
 func fanOutScripts[T any](s *nodeSet, ctx context.Context, timeout time.Duration, call func(context.Context, *node) (T, error), yes func(T) bool) []nodeResult[T] {
-	if s.inline != nil {
-		v, err := call(ctx, s.inline)
-		return []nodeResult[T]{{v, err}}
-	}
-	return fanOut(s, ctx, timeout, call, yes)
+	return fanOutWith(s, ctx, timeout, func(ctx context.Context, nd *node, _ struct{}) (T, error) { return call(ctx, nd) }, struct{}{}, yes, nil)
 }
 
 // fanOutWith is fanOutScripts for run with arg, the answers in room when it
