@@ -47,7 +47,7 @@ import (
 // [ErrLost] when re-entering a hold whose lease is gone; otherwise the
 // Redis error.
 func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (context.Context, UnlockFunc, error) {
-	return c.acquire(ctx, key, false, opts)
+	return c.acquireKind(ctx, key, false, shareNone, 0, opts)
 }
 
 // TryLock makes one attempt: it returns [ErrNotObtained] (as a
@@ -65,7 +65,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (cont
 // Where several callers of one key must all make progress, use Lock with
 // [WithMaxWait] rather than TryLock in a loop.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (context.Context, UnlockFunc, error) {
-	return c.acquire(ctx, key, true, opts)
+	return c.acquireKind(ctx, key, true, shareNone, 0, opts)
 }
 
 // call is one Lock or TryLock call under way.
@@ -85,13 +85,22 @@ type call struct {
 	keepable, kept bool
 }
 
-func (c *Client) acquire(ctx context.Context, key string, try bool, opts []LockOption) (context.Context, UnlockFunc, error) {
+// acquireKind takes key as a lock or, for another kind, a shared hold
+// (limit: a semaphore's).
+func (c *Client) acquireKind(ctx context.Context, key string, try bool, kind shareKind, limit int, opts []LockOption) (context.Context, UnlockFunc, error) {
 	outer := findLevel(ctx, c, key)
 	lc, optErr := c.cfg.lockConfig(opts) // first: observers get the name
 	if optErr != nil {
 		lc.name = "" // a rejected name is never recorded
 	}
-	cl := call{ctx: ctx, rctx: ctx, start: time.Now(), a: Acquire{Key: key, Name: lc.name, Try: try, Reentrant: outer != nil, Internal: lc.internal}}
+	if optErr == nil {
+		optErr = c.checkShare(kind, limit)
+	}
+	if optErr == nil && outer != nil {
+		optErr = reentryKind(key, outer.h, kind, limit)
+	}
+	lc.kind, lc.limit = kind, limit
+	cl := call{ctx: ctx, rctx: ctx, start: time.Now(), a: Acquire{Key: key, Name: lc.name, Kind: kind.Kind(), Limit: limit, Try: try, Reentrant: outer != nil, Internal: lc.internal}}
 	obs := c.cfg.observer
 	if obs != nil {
 		cl.rctx = obs.AcquireStarted(ctx, cl.a)

@@ -43,6 +43,9 @@ func (h *hold) attempt(ctx context.Context, wait bool) (attemptResult, error) {
 	taken := false    // some node may have given us the key
 	reserved := false // the key was free but kept for a queued waiter
 	for _, r := range rs {
+		if r.err == nil && r.val[0] <= -3 {
+			return attemptResult{}, refusal(h.key, h.kind(), h.limit, r.val)
+		}
 		switch {
 		case r.err != nil:
 			v.errs = append(v.errs, r.err)

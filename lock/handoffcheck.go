@@ -63,7 +63,12 @@ type pendingCheck struct {
 func (c *Client) check(nd *node, rk redisKeys, lease any) time.Duration {
 	ctx, cancel := context.WithTimeout(c.life, janitor.CleanupTimeout)
 	defer cancel()
-	v, err := nd.run(ctx, scripts.Acquire, rk, c.newOwner(false), lease, 1, nd.claimArg, checkMode, nd.publish).Int64Slice()
+	owner := c.newOwner(false)
+	v, err := nd.run(ctx, scripts.Acquire, rk, owner, lease, 1, nd.claimArg, checkMode, nd.publish).Int64Slice()
+	if err == nil && len(v) == 2 && v[0] == -3 { // shared holds: share.lua hands free room on
+		_ = nd.run(ctx, scripts.Share, rk, owner, opCheck, "p", 0, lease, 1, nd.claimArg, 0, nd.publish, lease).Err()
+		return 0
+	}
 	if err != nil || len(v) < 2 {
 		return 0
 	}

@@ -23,6 +23,12 @@ type hold struct {
 	// time in ms (see linger).
 	ownerArg, leaseArg, lingerArg any
 	handed                        atomic.Bool // the key was handed over, with the claim window's TTL, and the holder has yet to confirm
+	// share is the hold's shareKind: shareNone for a lock, which becomes
+	// shareWrite when its key turns out to be a read-write lock's (see
+	// node.acquire); limit is a semaphore's, limitArg it boxed.
+	share    atomic.Uint32
+	limit    int
+	limitArg any
 	// releasing is set before the owner's final release is sent (see
 	// quorum.lateGrant).
 	releasing atomic.Bool
@@ -66,11 +72,18 @@ func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hol
 		parent:    parent,
 	}
 	h.levels = h.room[:0]
+	if lc.kind != shareNone {
+		h.share.Store(uint32(lc.kind))
+		h.limit, h.limitArg = lc.limit, lc.limit
+	}
 	if lc.lease != c.cfg.lease {
 		h.leaseArg, h.lingerArg = leaseArgs(lc.lease)
 	}
 	return h
 }
+
+// kind is the hold's shareKind.
+func (h *hold) kind() shareKind { return shareKind(h.share.Load()) }
 
 // leaseArgs returns a lease and its linger time in ms, boxed for script
 // calls: how long Redis keeps the hash of the key after the last release,

@@ -96,8 +96,12 @@ type Acquire struct {
 	// Name is the lock's name for telemetry, given with [WithName]; empty
 	// when none was given, or when an option of the call was rejected
 	// (observers then derive one from Key).
-	Name      string
-	Try       bool // TryLock rather than Lock
+	Name string
+	// Kind is KindLock, KindSemaphore or KindRead; Limit is the
+	// semaphore's limit, 0 for the other kinds.
+	Kind      string
+	Limit     int
+	Try       bool // TryLock rather than Lock (TryAcquire, TryRLock)
 	Reentrant bool // the caller's context already held Key
 	// Internal tells that an integration takes the lock for its own
 	// bookkeeping (see [Integration.Internal]).

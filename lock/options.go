@@ -162,6 +162,8 @@ type lockConfig struct {
 	name        string // WithName
 	nameSet     bool
 	internal    bool // Integration.Internal
+	kind        shareKind
+	limit       int // a semaphore's
 }
 
 // WithLease sets the lease of this lock: Redis keeps the key at most this

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/lockkit/lockkit/lock/internal/scripts"
@@ -20,9 +21,14 @@ type leaseState struct {
 	err   error
 }
 
+// errTurnedShared fails the confirmation of a lock handed over whose key
+// has become a read-write lock's: the watchdog tries again soon, with
+// share.lua.
+var errTurnedShared = errors.New("lock: the key became a read-write lock's; confirming again")
+
 // renew runs renew.lua over batch in one pipeline and reports, per hold,
 // whether its owner still held the key. A hold the key was handed to
-// confirms with acquire.lua instead, which also takes it out of the wait
+// confirms with acquire.lua (share.lua for a shared hold) instead, which also takes it out of the wait
 // queue (see queue.lua). A failed command fails only the leases it
 // carried.
 func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
@@ -46,6 +52,9 @@ func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 	cmds := nd.pipelined(ctx, len(parts), func(i int) (scripts.Script, []string, []any) {
 		if i < confirms {
 			h := parts[i][0]
+			if h.kind() != shareNone {
+				return scripts.Share, h.rk.keys(), nd.shareArgs(h, opConfirm, 1, 0)
+			}
 			return scripts.Acquire, h.rk.keys(), []any{h.ownerArg, h.leaseArg, 1, nd.claimArg, confirm, nd.publish}
 		}
 		keys := make([]string, len(parts[i]))
@@ -60,6 +69,10 @@ func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 	for i, cmd := range cmds {
 		v, err := cmd.Int64Slice()
 		if i < confirms && err == nil && len(v) == 2 {
+			if v[0] == -3 { // a read-write lock's key: confirm with share.lua next time
+				parts[i][0].share.CompareAndSwap(uint32(shareNone), uint32(shareWrite))
+				err = errTurnedShared
+			}
 			v = v[:1] // {1, token} when confirmed, {-1, 0} when gone
 		}
 		if err == nil && len(v) != len(parts[i]) {

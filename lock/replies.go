@@ -19,7 +19,7 @@ func parseReleased(cmd *redis.Cmd) (released, error) {
 	if v == nil {
 		return released{}, err
 	}
-	r := released{ok: len(v) > 0 && v[0] == int64(1)}
+	r := released{ok: len(v) > 0 && v[0] == int64(1), shared: len(v) == 1 && v[0] == int64(-3)}
 	switch len(v) {
 	case 1:
 	case 4:
@@ -34,8 +34,9 @@ func parseReleased(cmd *redis.Cmd) (released, error) {
 
 // released is release.lua's reply.
 type released struct {
-	ok   bool    // the owner's count is at the target
-	next handOff // the waiter the key was handed to, if any
+	ok     bool    // the owner's count is at the target
+	shared bool    // the key has shared holds: share.lua releases it
+	next   handOff // the waiter the key was handed to, if any
 }
 
 // A handOff tells that a release gave the key to a queued waiter, owner,

@@ -28,8 +28,12 @@
 -- but kept for the waiter whose turn it is, both with Redis's time in ms
 -- and the caller's place in the queue (1 first; 0 when it was queued
 -- already) as third and fourth elements when the caller waits; {-1, 0} when the owner's hold
--- is gone (lost).
-local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'q')
+-- is gone (lost); {-3, 0} when the key has shared holds (k is set: see
+-- share.lua), for which the caller runs share.lua instead.
+local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'q', 'k')
+if h[5] then
+  return {-3, 0} -- shared holds: share.lua
+end
 -- Hold counts are whole numbers in decimal, as Redis writes a Lua number
 -- and the caller its target: the common cases compare them as strings,
 -- for tonumber and a number passed to redis.call each cost Redis a

@@ -12,10 +12,15 @@
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4]  linger: how long (ms) the hash of a free lock stays
 --
--- Returns 1 when the waiter was queued or held the lock, else 0.
+-- Returns 1 when the waiter was queued or held the lock, else 0; -3 when
+-- the key has shared holds (see acquire.lua), left untouched.
 
 --[[token.lua]]
 --[[queue.lua]]
+
+if redis.call('HEXISTS', KEYS[1], 'k') == 1 then
+  return -3 -- shared holds (see acquire.lua)
+end
 
 local queued = unwait(ARGV[1])
 local head = false

@@ -32,11 +32,11 @@ local function client_of(o)
   return string.match(o, '^(.*):') or o
 end
 
--- unwait takes owner o out of the waits hash (its deadline and when it
--- joined) and reports whether it was there. The caller takes it out of the
--- queue list.
+-- unwait takes owner o out of the waits hash (its deadline, when it
+-- joined, and the mark of a reader: see share.lua) and reports whether it
+-- was there. The caller takes it out of the queue list.
 local function unwait(o)
-  return redis.call('HDEL', KEYS[3], o, '>' .. o) > 0
+  return redis.call('HDEL', KEYS[3], o, '>' .. o, '~' .. o) > 0
 end
 
 -- first drops the waiters at the front whose deadline passed, with every

@@ -13,6 +13,7 @@
 -- the owner noted as the last to release. Without a queue (claim window 0)
 -- the release itself is announced, with the owner, to every waiter.
 --
+-- Returns {-3} when the key has shared holds (see acquire.lua).
 -- Returns {1} when the owner's count is at the target, or {1, waiter,
 -- token, ms} when the lock was handed to waiter with token at Redis's time
 -- ms; {0} when the owner's hold is gone: it is not in the hash, and was not
@@ -22,7 +23,10 @@
 -- while the waiter it handed the lock to holds it, so that the releasing
 -- Client still wakes its own waiter, which the hand-off sent no message
 -- (the time unknown, that waiter confirms before it counts on the lock).
-local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'r', 'q')
+local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'r', 'q', 'k')
+if h[6] then
+  return {-3} -- shared holds (see acquire.lua)
+end
 -- Hold counts are compared as strings (see acquire.lua).
 local holds = h[1] == ARGV[1] and h[2] and h[2] ~= '0'
 

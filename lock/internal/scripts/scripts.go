@@ -42,6 +42,12 @@ var (
 	// Force ends the hold on a lock, whoever its owner.
 	Force = newScript(withQueue(forceSrc))
 
+	//go:embed share.lua
+	shareSrc string
+	// Share takes, confirms, checks, releases and leaves holds that
+	// several owners share: permits and read and write holds.
+	Share = newScript(withQueue(shareSrc))
+
 	//go:embed inspect.lua
 	inspectSrc string
 	// Inspect reads a lock and its wait queue.

@@ -1,0 +1,310 @@
+-- Holds that several owners share: the permits of a semaphore, and the
+-- read holds and the write hold of a read-write lock (keys: see
+-- queue.lua, whose helpers are inserted below; the protocol:
+-- docs/protocol.md, "Permits").
+--
+-- ARGV[1]   owner
+-- ARGV[2]   op: a an attempt (hold count 1) or a re-entry; c a
+--           confirmation; k a check; r a release; l a waiter leaving
+-- ARGV[3]   kind of hold: p a permit, r a read hold, w the write hold
+-- ARGV[4]   the semaphore's limit (p); 0 otherwise
+-- ARGV[5]   lease in milliseconds
+-- ARGV[6]   hold count this call moves the owner to (a, r)
+-- ARGV[7]   claim window in milliseconds
+-- ARGV[8]   1: a failed attempt joins the wait queue
+-- ARGV[9]   publish command: PUBLISH, or SPUBLISH on Redis Cluster
+-- ARGV[10]  linger: how long (ms) the hash of a free key stays
+--
+-- The hash (KEYS[1]) holds k, the kind: 's' and the limit for a semaphore,
+-- 'rw' for a read-write lock; t, the last fencing token; r, the owner of
+-- the last full release; and a field '=' .. owner per holder: '<p|r|w>
+-- <hold count> <token> <lease end, ms of Redis's clock>'. A holder whose
+-- lease ended is dropped by the next call, so a permit comes back within
+-- a lease of its holder's death. The hash's TTL covers the latest lease.
+--
+-- Waiters queue first come, first served, as for a lock (queue.lua); a
+-- reader is marked in the waits hash ('~' .. owner). Every call hands free
+-- room to the waiters at the front while they fit, in order: a writer at
+-- the front holds up the readers behind it, and readers behind a writer
+-- go in together when it leaves. A waiter handed a hold keeps it for the
+-- claim window (its lease end), with the next token, and is told on its
+-- Client's channel ("<from> <owner> <token> <ms>", as a lock's hand-off);
+-- it stays in the waits hash until it confirms.
+--
+-- A Lock's hash (acquire.lua) met by a read hold becomes a read-write
+-- lock's, its holder the writer and its waiters writers; met by a permit,
+-- it does so only when free with no queue.
+--
+-- Replies as acquire.lua and release.lua: {count, token}; {0, ms until a
+-- lease ends, Redis's time in ms, place in the queue}; {-1, 0} when the
+-- owner's hold is gone; {1} and {0} for a release and a leave; {0, 0} for
+-- a check. Refusals: {-3, 1} the key is a lock, {-3, 2, limit} a
+-- semaphore, {-3, 3} a read-write lock; {-4, limit} a semaphore whose
+-- holders use another limit.
+
+--[[token.lua]]
+--[[queue.lua]]
+
+local owner, op, mode = ARGV[1], ARGV[2], ARGV[3]
+local lease, claim = tonumber(ARGV[5]), tonumber(ARGV[7])
+local publish = ARGV[9]
+local now = now_ms()
+
+-- The hash: meta fields, and the holders whose lease is on.
+local meta, holders = {}, {}
+local live, writer, soonest = 0, false, nil
+local raw = redis.call('HGETALL', KEYS[1])
+for i = 1, #raw, 2 do
+  local f, v = raw[i], raw[i + 1]
+  if string.byte(f, 1) == 61 then -- '='
+    local m, c, t, u = string.match(v, '^(%a) (%d+) (%d+) (%d+)$')
+    u = tonumber(u)
+    if u and u >= now then
+      holders[string.sub(f, 2)] = {m = m, c = c, t = t, u = u}
+      live = live + 1
+      writer = writer or m == 'w'
+      soonest = math.min(soonest or u, u)
+    else
+      redis.call('HDEL', KEYS[1], f)
+    end
+  else
+    meta[f] = v
+  end
+end
+
+-- keep has the hash live at least ms more (before a write: see write_lock).
+local function keep(ms)
+  if redis.call('PTTL', KEYS[1]) < ms then
+    redis.call('PEXPIRE', KEYS[1], ms)
+  end
+end
+
+local function put(o, m, c, t, u)
+  local was = holders[o]
+  if not was then
+    live = live + 1
+    writer = writer or m == 'w'
+  end
+  holders[o] = {m = m, c = c, t = t, u = u}
+  redis.call('HSET', KEYS[1], '=' .. o, m .. ' ' .. c .. ' ' .. t .. ' ' .. u)
+end
+
+local function drop(o)
+  local was = holders[o]
+  holders[o] = nil
+  live = live - 1
+  if was.m == 'w' then
+    writer = false
+  end
+  redis.call('HDEL', KEYS[1], '=' .. o)
+end
+
+-- The room a hold of kind m needs.
+local limit = 0
+local function fits(m)
+  if m == 'p' then
+    return live < limit
+  elseif m == 'r' then
+    return not writer
+  end
+  return live == 0
+end
+
+local function mode_of(o)
+  if meta.k == 'rw' then
+    if redis.call('HEXISTS', KEYS[3], '~' .. o) == 1 then
+      return 'r'
+    end
+    return 'w'
+  end
+  return 'p'
+end
+
+-- hand gives waiter o, first in the queue, a hold of kind m for the claim
+-- window, with the next token, and tells it (see hand_off in queue.lua).
+local function hand(o, m, from)
+  local tok, s = next_token(meta.t)
+  meta.t = s
+  keep(claim)
+  put(o, m, '1', s, now + claim)
+  redis.call('HSET', KEYS[1], 't', s)
+  redis.call('LPOP', KEYS[2])
+  local k = claim
+  if tell(publish, o, hand_off_msg(from, o, s, now)) > 0 then
+    k = claim + math.floor(claim / 2)
+  end
+  redis.call('HSET', KEYS[3], o, now + k)
+  if redis.call('PTTL', KEYS[3]) < k then
+    redis.call('PEXPIRE', KEYS[3], k)
+  end
+end
+
+-- fill hands the room there is to the waiters at the front, in order,
+-- while they fit, and stops at the caller (if it is one: it takes its
+-- hold itself). It returns 'me' when the caller's turn came and it fits,
+-- 'empty' when no live waiter is left, and 'full' otherwise.
+local function fill(caller, from)
+  while true do
+    local o = first(now)
+    if not o then
+      return 'empty'
+    end
+    local m = mode_of(o)
+    if not fits(m) then
+      return 'full'
+    end
+    if o == caller then
+      return 'me'
+    end
+    hand(o, m, from)
+  end
+end
+
+-- settle lets a hash with no holder and no queue go after the linger time.
+local function settle()
+  if live == 0 and redis.call('EXISTS', KEYS[2]) == 0 then
+    redis.call('PEXPIRE', KEYS[1], ARGV[10])
+  end
+end
+
+local me = holders[owner]
+
+if op == 'a' or op == 'c' then
+  if me then
+    -- A re-entry, a retried attempt, or a confirmation of a hand-off.
+    if ARGV[6] == '1' then
+      keep(lease)
+      put(owner, me.m, me.c, me.t, now + lease)
+      if unwait(owner) then
+        redis.call('LREM', KEYS[2], 1, owner)
+      end
+    elseif me.c ~= ARGV[6] then
+      put(owner, me.m, ARGV[6], me.t, me.u)
+    end
+    return {tonumber(ARGV[6] == '1' and me.c or ARGV[6]), tonumber(me.t)}
+  end
+  if op == 'c' or ARGV[6] ~= '1' then
+    return {-1, 0}
+  end
+end
+
+if op == 'a' then
+  -- The kind of the key, for an attempt of a new owner.
+  local want = 'rw'
+  if mode == 'p' then
+    want = 's' .. ARGV[4]
+  end
+  if meta.o then
+    -- A Lock's hash (acquire.lua).
+    local held = meta.n and meta.n ~= '0'
+    if want ~= 'rw' and (held or meta.q == '1') then
+      return {-3, 1}
+    end
+    if held then
+      local ttl = redis.call('PTTL', KEYS[1])
+      put(meta.o, 'w', meta.n, meta.t or '0', now + math.max(ttl, 0))
+    end
+    redis.call('HDEL', KEYS[1], 'o', 'n', 'open', 'open_until')
+    meta.o = nil
+  end
+  if meta.k ~= want then
+    if meta.k and (live > 0 or redis.call('EXISTS', KEYS[2]) == 1) then
+      if meta.k == 'rw' then
+        return {-3, 3}
+      elseif want == 'rw' then
+        return {-3, 2, tonumber(string.sub(meta.k, 2))}
+      end
+      return {-4, tonumber(string.sub(meta.k, 2))}
+    end
+    redis.call('HSET', KEYS[1], 'k', want)
+    meta.k = want
+    if not raw[1] then
+      redis.call('PEXPIRE', KEYS[1], math.max(lease, claim))
+    end
+  end
+  if mode == 'p' then
+    limit = tonumber(ARGV[4])
+  end
+
+  -- First come, first served: with a queue, the caller takes a hold only
+  -- when its turn comes; the waiters before it that fit go in first.
+  local take
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    local f = fill(owner, owner)
+    take = f == 'me' or (f == 'empty' and fits(mode))
+    if f == 'me' then
+      redis.call('LPOP', KEYS[2])
+      unwait(owner)
+    end
+  else
+    take = fits(mode)
+  end
+  if take then
+    local tok, s = next_token(meta.t)
+    keep(lease)
+    put(owner, mode, '1', s, now + lease)
+    redis.call('HSET', KEYS[1], 't', s)
+    return {1, tok}
+  end
+  local back = claim
+  if soonest then
+    back = math.max(soonest - now, 1)
+  end
+  if ARGV[8] == '1' then
+    local pos = enqueue(owner, now + math.max(back, 1000) + claim, now, meta.q == '1')
+    if mode == 'r' then
+      redis.call('HSET', KEYS[3], '~' .. owner, 1)
+    end
+    return {0, back, now, pos}
+  end
+  return {0, back}
+end
+
+if meta.k and string.byte(meta.k, 1) == 115 then -- 's'
+  limit = tonumber(string.sub(meta.k, 2))
+end
+
+if op == 'k' then
+  fill(nil, owner)
+  return {0, 0}
+end
+
+if op == 'r' then
+  if not me then
+    if ARGV[6] == '0' and meta.r == owner then
+      return {1} -- a retry of a release that went through
+    end
+    if ARGV[6] == '0' and unwait(owner) then
+      redis.call('LREM', KEYS[2], 1, owner)
+      fill(nil, owner)
+    end
+    return {0}
+  end
+  if ARGV[6] ~= '0' then
+    put(owner, me.m, ARGV[6], me.t, me.u)
+    return {1}
+  end
+  drop(owner)
+  if unwait(owner) then
+    redis.call('LREM', KEYS[2], 1, owner)
+  end
+  redis.call('HSET', KEYS[1], 'r', owner)
+  fill(nil, owner)
+  settle()
+  return {1}
+end
+
+-- op == 'l': a waiter stopped waiting; a hold handed to it goes on.
+local queued = unwait(owner)
+if queued then
+  redis.call('LREM', KEYS[2], 1, owner)
+end
+if me then
+  drop(owner)
+end
+if queued or me then
+  fill(nil, owner)
+  settle()
+  return 1
+end
+return 0
