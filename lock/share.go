@@ -104,12 +104,14 @@ func (k shareKind) Kind() string {
 	return KindLock
 }
 
-// The kinds of acquisition an [Observer] is told of (Acquire.Kind) and
-// [LockInfo] reports.
+// The kinds of acquisition an [Observer] is told of (Acquire.Kind), and
+// the kinds of key [LockInfo] reports (a lock, a semaphore, or a
+// read-write lock, whose holders are read holds and the write hold).
 const (
-	KindLock      = "lock"      // Lock, TryLock; the write hold of a read-write lock
-	KindSemaphore = "semaphore" // Acquire, TryAcquire
-	KindRead      = "read"      // RLock, TryRLock
+	KindLock      = "lock"       // Lock, TryLock; the write hold of a read-write lock
+	KindSemaphore = "semaphore"  // Acquire, TryAcquire
+	KindRead      = "read"       // RLock, TryRLock
+	KindReadWrite = "read-write" // a key with read holds, or a write hold taken among them
 )
 
 // checkShare validates a shared call before anything else: a limit, and
