@@ -54,6 +54,20 @@
 // dead processes hold up a free key about one window in all. Quorum mode
 // ([NewQuorum]) has no such queue.
 //
+// # Semaphores and read-write locks
+//
+// [Client.Acquire] takes one of limit permits of a key: at most limit
+// holders at once across every Client. [Client.RLock] takes a key shared:
+// readers hold it together, and a [Client.Lock] of the same key is its
+// writer, alone. Each permit and read hold is a lease with the watchdog, a
+// fencing token and a context cancelled with cause [ErrLost], as a lock
+// is; waiters queue first come, first served, and sleep until handed
+// room. A writer in the queue holds up the readers after it, so readers
+// do not starve it, and the readers behind it go in together when it
+// leaves. A key is a lock, a semaphore (of one limit) or a read-write lock
+// while Redis keeps it: a call of another kind or limit gets an error
+// wrapping [ErrInvalid]. Quorum mode has neither.
+//
 // # Deadlines and Close
 //
 // Lock, TryLock and an [UnlockFunc] return within their context's deadline
@@ -94,5 +108,7 @@
 // wait queue, expiring with its latest waiter), and the channel
 // P:{K}:released, where braces and '%' in K are escaped and keys over 128
 // bytes are replaced by their SHA-256 digest. All share one hash tag, so
-// locks work unchanged on Redis Cluster. Every key has a TTL.
+// locks work unchanged on Redis Cluster. Every key has a TTL. A
+// semaphore's or read-write lock's hash holds its kind and one field per
+// holder with that holder's lease end, instead of the owner and count.
 package lock

@@ -131,6 +131,9 @@ func (c *Client) checkShare(kind shareKind, limit int) error {
 // write lock, a permit asked for as a lock, another limit.
 func reentryKind(key string, outer *hold, kind shareKind, limit int) error {
 	have := outer.kind()
+	if have == shareWrite {
+		have = shareNone // a Lock whose key turned out to be a read-write lock's
+	}
 	switch {
 	case have == kind && (kind != sharePermit || outer.limit == limit):
 		return nil
