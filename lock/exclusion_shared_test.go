@@ -12,10 +12,10 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// Semaphores: at most limit holders of a key at once, across Clients;
-// waiters get permits first come, first served, without polling.
+// Exclusion for shared holds: at most limit holders of a semaphore at
+// once across Clients; readers together, never with a writer.
 
-func TestSemaphoreAdmitsAtMostLimitHolders(t *testing.T) {
+func TestExclusionSemaphoreAdmitsAtMostLimitHolders(t *testing.T) {
 	srv, _ := newReal(t)
 	var clients []*lock.Client
 	for range 3 {
@@ -66,37 +66,7 @@ func TestSemaphoreAdmitsAtMostLimitHolders(t *testing.T) {
 	}
 }
 
-func TestSemaphoreRefusesAnotherLimitAndKind(t *testing.T) {
-	srv, _ := newReal(t)
-	c := locktest.NewClient(t, srv.Client(t))
-	ctx := context.Background()
-	key := "sem-" + randKey()
-	_, unlock, err := c.Acquire(ctx, key, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unlock()
-	if _, _, err := c.TryAcquire(ctx, key, 4); !errors.Is(err, lock.ErrInvalid) {
-		t.Errorf("another limit: %v", err)
-	} else {
-		t.Log(err)
-	}
-	if _, _, err := c.TryLock(ctx, key); !errors.Is(err, lock.ErrInvalid) {
-		t.Errorf("Lock of a semaphore: %v", err)
-	} else {
-		t.Log(err)
-	}
-	if _, _, err := c.TryRLock(ctx, key); !errors.Is(err, lock.ErrInvalid) {
-		t.Errorf("RLock of a semaphore: %v", err)
-	} else {
-		t.Log(err)
-	}
-	if _, _, err := c.Acquire(ctx, key, 0); !errors.Is(err, lock.ErrInvalid) {
-		t.Errorf("limit 0: %v", err)
-	}
-}
-
-func TestReadersShareWritersExclude(t *testing.T) {
+func TestExclusionReadersShareWritersExclude(t *testing.T) {
 	srv, _ := newReal(t)
 	a := locktest.NewClient(t, srv.Client(t))
 	b := locktest.NewClient(t, srv.Client(t))
