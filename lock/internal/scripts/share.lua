@@ -18,7 +18,8 @@
 -- The hash (KEYS[1]) holds k, the kind: 's' and the limit for a semaphore,
 -- 'rw' for a read-write lock; t, the last fencing token; r, the owner of
 -- the last full release; and a field '=' .. owner per holder: '<p|r|w>
--- <hold count> <token> <lease end, ms of Redis's clock>'. A holder whose
+-- <hold count> <token> <lease end, ms of Redis's clock>', the kind in
+-- capitals while a hold handed over is not confirmed. A holder whose
 -- lease ended is dropped by the next call, so a permit comes back within
 -- a lease of its holder's death. The hash's TTL covers the latest lease.
 --
@@ -26,10 +27,10 @@
 -- reader is marked in the waits hash ('~' .. owner). Every call hands free
 -- room to the waiters at the front while they fit, in order: a writer at
 -- the front holds up the readers behind it, and readers behind a writer
--- go in together when it leaves. A waiter handed a hold keeps it for the
--- claim window (its lease end), with the next token, and is told on its
--- Client's channel ("<from> <owner> <token> <ms>", as a lock's hand-off);
--- it stays in the waits hash until it confirms.
+-- go in together when it leaves. A waiter handed a hold leaves the queue
+-- and keeps the hold for the claim window (its lease end), with the next
+-- token, unconfirmed, and is told on its Client's channel ("<from> <owner>
+-- <token> <ms>", as a lock's hand-off).
 --
 -- A Lock's hash (acquire.lua) met by a read hold becomes a read-write
 -- lock's, its holder the writer and its waiters writers; met by a permit,
@@ -62,7 +63,7 @@ for i = 1, #raw, 2 do
     if u and u >= now then
       holders[string.sub(f, 2)] = {m = m, c = c, t = t, u = u}
       live = live + 1
-      writer = writer or m == 'w'
+      writer = writer or string.lower(m) == 'w'
       soonest = math.min(soonest or u, u)
     else
       redis.call('HDEL', KEYS[1], f)
@@ -83,7 +84,7 @@ local function put(o, m, c, t, u)
   local was = holders[o]
   if not was then
     live = live + 1
-    writer = writer or m == 'w'
+    writer = writer or string.lower(m) == 'w'
   end
   holders[o] = {m = m, c = c, t = t, u = u}
   redis.call('HSET', KEYS[1], '=' .. o, m .. ' ' .. c .. ' ' .. t .. ' ' .. u)
@@ -93,7 +94,7 @@ local function drop(o)
   local was = holders[o]
   holders[o] = nil
   live = live - 1
-  if was.m == 'w' then
+  if string.lower(was.m) == 'w' then
     writer = false
   end
   redis.call('HDEL', KEYS[1], '=' .. o)
@@ -126,17 +127,11 @@ local function hand(o, m, from)
   local tok, s = next_token(meta.t)
   meta.t = s
   keep(claim)
-  put(o, m, '1', s, now + claim)
+  put(o, string.upper(m), '1', s, now + claim)
   redis.call('HSET', KEYS[1], 't', s)
   redis.call('LPOP', KEYS[2])
-  local k = claim
-  if tell(publish, o, hand_off_msg(from, o, s, now)) > 0 then
-    k = claim + math.floor(claim / 2)
-  end
-  redis.call('HSET', KEYS[3], o, now + k)
-  if redis.call('PTTL', KEYS[3]) < k then
-    redis.call('PEXPIRE', KEYS[3], k)
-  end
+  unwait(o)
+  tell(publish, o, hand_off_msg(from, o, s, now))
 end
 
 -- fill hands the room there is to the waiters at the front, in order,
@@ -174,10 +169,7 @@ if op == 'a' or op == 'c' then
     -- A re-entry, a retried attempt, or a confirmation of a hand-off.
     if ARGV[6] == '1' then
       keep(lease)
-      put(owner, me.m, me.c, me.t, now + lease)
-      if unwait(owner) then
-        redis.call('LREM', KEYS[2], 1, owner)
-      end
+      put(owner, string.lower(me.m), me.c, me.t, now + lease)
     elseif me.c ~= ARGV[6] then
       put(owner, me.m, ARGV[6], me.t, me.u)
     end
@@ -285,9 +277,6 @@ if op == 'r' then
     return {1}
   end
   drop(owner)
-  if unwait(owner) then
-    redis.call('LREM', KEYS[2], 1, owner)
-  end
   redis.call('HSET', KEYS[1], 'r', owner)
   fill(nil, owner)
   settle()
