@@ -8,9 +8,9 @@ import (
 
 // Consistent reports the first way k's data breaks the protocol's
 // invariants on one snapshot: every Redis key has a TTL; at most Limit
-// holders; the queue holds distinct owners, exactly the owners of the
-// waits hash, each with its join time; and a queue exists only while the
-// hash flags it or is gone.
+// holders of a lock; the queue holds distinct owners, exactly the owners
+// of the waits hash, each with its join time; and a lock's queue exists
+// only while the hash flags it or is gone.
 func (k Key) Consistent() error {
 	switch {
 	case k.Hash != nil && k.HashExp == NoTTL:
@@ -36,11 +36,11 @@ func (k Key) Consistent() error {
 		}
 	}
 	for f := range k.Waits {
-		if !seen[strings.TrimPrefix(f, ">")] {
+		if !seen[strings.TrimLeft(f, ">~")] { // its join time, or a reader's mark
 			return fmt.Errorf("waits field %s of no queued owner (queue %v)", f, k.Queue)
 		}
 	}
-	if k.Queue != nil && k.Hash != nil && !k.flagged() {
+	if k.Queue != nil && k.Hash != nil && !k.flagged() && k.Hash["k"] == "" { // share.lua needs no flag
 		return fmt.Errorf("queue %v not flagged in the hash %v", k.Queue, k.Hash)
 	}
 	if k.Queue != nil && slices.Contains(k.Queue, "") {

@@ -14,6 +14,7 @@ const (
 	OpLapse                 // Op.D ms pass
 	OpDie                   // Op.Owner's Client dies: its subscription ends
 	OpFreeze                // Op.Owner's Client stops (SIGSTOP): subscribed, silent
+	OpShare                 // share.lua's Op.Share
 )
 
 // An Op is one event on a key: a script call by Op.Owner, time passing,
@@ -25,6 +26,7 @@ type Op struct {
 	Mode   Mode
 	Expect string
 	D      int64
+	Share  ShareCall
 }
 
 func (op Op) String() string {
@@ -41,6 +43,9 @@ func (op Op) String() string {
 		return fmt.Sprintf("renew(%s)", op.Owner)
 	case OpLapse:
 		return fmt.Sprintf("lapse(%d ms)", op.D)
+	case OpShare:
+		c := op.Share
+		return fmt.Sprintf("share(%s, %s %s, limit %d, n=%d, wait %v)", op.Owner, c.Op, c.Hold, c.Limit, c.N, c.Wait)
 	}
 	if op.Kind == OpFreeze {
 		return fmt.Sprintf("freeze(%s)", ClientOf(op.Owner))
@@ -111,6 +116,8 @@ func (w *World) Step(op Op) Step {
 		return w.Key.Force(env, op.Owner, op.Expect, 1000)
 	case OpRenew:
 		return w.Key.Renew(env, op.Owner, w.Lease)
+	case OpShare:
+		return w.Key.Share(env, op.Owner, op.Share, w.Lease, w.Linger)
 	}
 	return w.Key.Lapse(w.Now)
 }

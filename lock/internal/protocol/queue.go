@@ -73,12 +73,14 @@ func (t *tx) setWait(f string, v int64) bool {
 func (t *tx) unwait(o string) bool {
 	_, had := t.k.Waits[o]
 	_, joined := t.k.Waits[">"+o]
+	_, reader := t.k.Waits["~"+o]
 	delete(t.k.Waits, o)
 	delete(t.k.Waits, ">"+o)
+	delete(t.k.Waits, "~"+o)
 	if len(t.k.Waits) == 0 {
 		t.k.Waits, t.k.WaitsExp = nil, NoTTL
 	}
-	return had || joined
+	return had || joined || reader
 }
 
 // unqueue is LREM queue 1 o.

@@ -144,10 +144,20 @@ func (t *tx) force(by, expect string, linger int64) Reply {
 
 // Renew is renew.lua for one key: it sets the lease (ms) from now while
 // owner holds the lock, and never takes it. Replies {1} or {0}.
+// A shared holder (see [Key.Share]) whose lease has not ended gets its
+// lease end set from now; the hash lives at least the lease.
 func (k Key) Renew(env Env, owner string, lease int64) Step {
 	t := begin(k, env)
 	if _, ok := t.k.holder(owner); ok {
 		t.expireHash(lease)
+		return t.done(ints(1))
+	}
+	if s, ok := parseShared(t.k.Hash["="+owner]); ok && s.until >= t.now() {
+		if t.hashTTL() < lease {
+			t.expireHash(lease)
+		}
+		s.until = t.now() + lease
+		t.setHash("="+owner, s.String())
 		return t.done(ints(1))
 	}
 	return t.done(ints(0))

@@ -87,6 +87,7 @@ local function put(o, m, c, t, u)
     writer = writer or string.lower(m) == 'w'
   end
   holders[o] = {m = m, c = c, t = t, u = u}
+  soonest = math.min(soonest or u, u)
   redis.call('HSET', KEYS[1], '=' .. o, m .. ' ' .. c .. ' ' .. t .. ' ' .. u)
 end
 
