@@ -71,6 +71,25 @@ func TestTheLockSnippet(t *testing.T) {
 	}
 }
 
+func TestPermitsSnippet(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker, err := lock.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close()
+	held := false
+	err = permits(context.Background(), locker, "acme", func(ctx context.Context) error {
+		held = lock.Held(ctx, "reports:acme")
+		return nil
+	})
+	if err != nil || !held {
+		t.Fatalf("err %v, held %v", err, held)
+	}
+}
+
 func TestGinSnippet(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})

@@ -39,6 +39,15 @@ func theLock(ctx context.Context, addr string, pay func(context.Context) error) 
 	return pay(ctx) // ctx is cancelled with cause lock.ErrLost if the lease is lost
 }
 
+func permits(ctx context.Context, locker *lock.Client, tenant string, report func(context.Context) error) error {
+	ctx, release, err := locker.Acquire(ctx, "reports:"+tenant, 3) // TryAcquire does not wait
+	if err != nil {
+		return err
+	}
+	defer release()
+	return report(ctx) // RLock(ctx, "config") and Lock(ctx, "config") read and write
+}
+
 func ginRoutes(locker lock.Locker, pay, report gin.HandlerFunc) *gin.Engine {
 	r := gin.New()
 	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), pay)
