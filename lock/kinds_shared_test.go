@@ -73,3 +73,20 @@ func TestKindsSemaphoreOfAHeldLockIsRefused(t *testing.T) {
 		t.Errorf("the lock after the refusal: unlock %v, context %v", err, lctx.Err())
 	}
 }
+
+// Quorum mode has no semaphores or read-write locks: the calls say so.
+func TestKindsQuorumRefusesSharedHolds(t *testing.T) {
+	_, nodes := quorumOf(t, 3)
+	c := newQuorum(t, nodes())
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"Acquire":    func() error { _, _, err := c.Acquire(ctx, "q", 2); return err },
+		"TryAcquire": func() error { _, _, err := c.TryAcquire(ctx, "q", 2); return err },
+		"RLock":      func() error { _, _, err := c.RLock(ctx, "q"); return err },
+		"TryRLock":   func() error { _, _, err := c.TryRLock(ctx, "q"); return err },
+	} {
+		if err := call(); !errors.Is(err, lock.ErrInvalid) {
+			t.Errorf("%s in quorum mode: %v", name, err)
+		}
+	}
+}
