@@ -80,7 +80,8 @@ local function keep(ms)
   end
 end
 
-local function put(o, m, c, t, u)
+-- put writes holder o, and the last token as well when it is a new one.
+local function put(o, m, c, t, u, new)
   local was = holders[o]
   if not was then
     live = live + 1
@@ -88,7 +89,13 @@ local function put(o, m, c, t, u)
   end
   holders[o] = {m = m, c = c, t = t, u = u}
   soonest = math.min(soonest or u, u)
-  redis.call('HSET', KEYS[1], '=' .. o, m .. ' ' .. c .. ' ' .. t .. ' ' .. u)
+  local v = m .. ' ' .. c .. ' ' .. t .. ' ' .. u
+  if new then
+    meta.t = t
+    redis.call('HSET', KEYS[1], '=' .. o, v, 't', t)
+  else
+    redis.call('HSET', KEYS[1], '=' .. o, v)
+  end
 end
 
 local function drop(o)
@@ -125,11 +132,9 @@ end
 -- hand gives waiter o, first in the queue, a hold of kind m for the claim
 -- window, with the next token, and tells it (see hand_off in queue.lua).
 local function hand(o, m, from)
-  local tok, s = next_token(meta.t)
-  meta.t = s
+  local _, s = next_token(meta.t)
   keep(claim)
-  put(o, string.upper(m), '1', s, now + claim)
-  redis.call('HSET', KEYS[1], 't', s)
+  put(o, string.upper(m), '1', s, now + claim, true)
   redis.call('LPOP', KEYS[2])
   unwait(o)
   tell(publish, o, hand_off_msg(from, o, s, now))
@@ -156,9 +161,10 @@ local function fill(caller, from)
   end
 end
 
--- settle lets a hash with no holder and no queue go after the linger time.
-local function settle()
-  if live == 0 and redis.call('EXISTS', KEYS[2]) == 0 then
+-- settle lets a hash with no holder go after the linger time when fill
+-- (its result f) left no queue.
+local function settle(f)
+  if live == 0 and f == 'empty' then
     redis.call('PEXPIRE', KEYS[1], ARGV[10])
   end
 end
@@ -235,8 +241,7 @@ if op == 'a' then
   if take then
     local tok, s = next_token(meta.t)
     keep(lease)
-    put(owner, mode, '1', s, now + lease)
-    redis.call('HSET', KEYS[1], 't', s)
+    put(owner, mode, '1', s, now + lease, true)
     return {1, tok}
   end
   local back = claim
@@ -279,8 +284,7 @@ if op == 'r' then
   end
   drop(owner)
   redis.call('HSET', KEYS[1], 'r', owner)
-  fill(nil, owner)
-  settle()
+  settle(fill(nil, owner))
   return {1}
 end
 
@@ -293,8 +297,7 @@ if me then
   drop(owner)
 end
 if queued or me then
-  fill(nil, owner)
-  settle()
+  settle(fill(nil, owner))
   return 1
 end
 return 0
