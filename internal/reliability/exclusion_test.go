@@ -43,16 +43,19 @@ func workload(key string, dial []lockRedis, store string, sections int, lease ti
 // may overlap another, fencing tokens (on one Redis) must increase in
 // entry order, no write may be stale and no increment lost. On one Redis
 // the sections must also enter in the order their Lock calls queued
-// (requireFIFO); quorum mode has no queue.
+// (requireFIFO); quorum mode has no queue. A semaphore of one permit
+// (Client.Acquire) must do all the same.
 func TestMutualExclusion(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		nodes    int
 		sections int
+		permits  int // a semaphore of this many permits instead of a lock
 	}{
-		{"single", 1, 2000},
-		{"quorum of 3", 3, 500},
+		{"single", 1, 2000, 0},
+		{"quorum of 3", 3, 500, 0},
+		{"semaphore of one", 1, 1000, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -62,7 +65,11 @@ func TestMutualExclusion(t *testing.T) {
 			}
 			r := &faultRun{store: redistest.Start(t)}
 			dial := slices.Repeat([]lockRedis{{Nodes: addrs}}, workers)
-			recs := startFleet(t, workload("exclusion", dial, r.store.Addr, tc.sections, 2*time.Second)).wait(t, 2*time.Minute)
+			cfgs := workload("exclusion", dial, r.store.Addr, tc.sections, 2*time.Second)
+			for i := range cfgs {
+				cfgs[i].Permits = tc.permits
+			}
+			recs := startFleet(t, cfgs).wait(t, 2*time.Minute)
 			rep := analyse(recs)
 			rep.countStores(r.stores(t))
 			t.Logf("%s: %v", tc.name, rep)

@@ -52,7 +52,28 @@ const sectionWork = 5 * time.Millisecond
 // store (see report.requireSafe).
 func TestFaults(t *testing.T) {
 	t.Parallel()
-	for _, f := range []fault{
+	runFaults(t, faults(), 0)
+}
+
+// TestFaultsOnASemaphoreOfOne runs the faults on one Redis with the
+// sections taking the one permit of a semaphore (Client.Acquire, limit 1,
+// share.lua) instead of a lock: the same promises hold, checked the same
+// way.
+func TestFaultsOnASemaphoreOfOne(t *testing.T) {
+	t.Parallel()
+	var one []fault
+	for _, f := range faults() {
+		switch f.name {
+		case "latency spikes", "holder cut off", "connection resets", "Redis frozen", "waiters frozen", "holder frozen":
+			one = append(one, f)
+		}
+	}
+	runFaults(t, one, 1)
+}
+
+// faults are the faults of TestFaults.
+func faults() []fault {
+	return []fault{
 		{
 			name: "latency spikes", sections: 300, lease: time.Second, long: 3 * time.Second, exposed: 20,
 			inject: injectLatency, check: checkLatency,
@@ -102,7 +123,13 @@ func TestFaults(t *testing.T) {
 			name: "cluster master killed", sections: 600, lease: time.Second, long: time.Minute, exposed: 2,
 			start: startCluster, inject: injectRestarts(4), check: checkRestart,
 		},
-	} {
+	}
+}
+
+// runFaults runs each fault in turn (see TestFaults), the sections
+// taking one of permits permits of the key when permits is positive.
+func runFaults(t *testing.T, faults []fault, permits int) {
+	for _, f := range faults {
 		t.Run(f.name, func(t *testing.T) {
 			r := &faultRun{store: redistest.Start(t), lease: f.lease, long: f.long, drift: f.drift}
 			start := f.start
@@ -112,7 +139,7 @@ func TestFaults(t *testing.T) {
 			cfgs := workload(faultKey, start(t, r), r.store.Addr, f.sections, f.lease)
 			cfgs[0].Long, cfgs[0].Pause = f.long, f.pause
 			for i := range cfgs {
-				cfgs[i].Drift, cfgs[i].ReplicaAck, cfgs[i].Work = f.drift, f.replicaAck, sectionWork
+				cfgs[i].Drift, cfgs[i].ReplicaAck, cfgs[i].Work, cfgs[i].Permits = f.drift, f.replicaAck, sectionWork, permits
 			}
 			r.fleet = startFleet(t, cfgs)
 			f.inject(t, r)

@@ -43,6 +43,9 @@ type workerConfig struct {
 	// then writes without looking at its lock context again.
 	Pause    bool
 	Deadline time.Duration // the worker gives up after this long
+	// Permits, when positive, has the sections take one of Permits
+	// permits of Key (Client.Acquire) instead of its lock.
+	Permits int
 }
 
 // lockRedis is how a worker reaches the locks' Redis.
@@ -220,7 +223,14 @@ func (w *contender) run(ctx context.Context) error {
 // each, and unlocks, recording what happened.
 func (w *contender) section(ctx context.Context, long bool) record {
 	rec := record{Kind: "section", Worker: w.cfg.ID, Client: w.client, Begin: now()}
-	lctx, unlock, err := w.c.Lock(ctx, w.cfg.Key)
+	var lctx context.Context
+	var unlock lock.UnlockFunc
+	var err error
+	if w.cfg.Permits > 0 {
+		lctx, unlock, err = w.c.Acquire(ctx, w.cfg.Key, w.cfg.Permits)
+	} else {
+		lctx, unlock, err = w.c.Lock(ctx, w.cfg.Key)
+	}
 	if err != nil {
 		rec.Kind, rec.Err = "error", err.Error()
 		return rec
