@@ -42,6 +42,9 @@
 //     (TestSlowRepliesKeepLease). A key given another owner behind the
 //     holder's back ends the hold at its next renewal
 //     (TestTakeoverEndsHold).
+//   - A semaphore of one permit (Client.Acquire, share.lua) keeps every
+//     promise of the lock the same way: TestMutualExclusion's 1,000
+//     sections and six of the faults (TestFaultsOnASemaphoreOfOne).
 //   - The worked example of docs/guarantees.md (TestProcessPause): a
 //     holder frozen for twice its lease, whose stale write a fenced store
 //     rejects. Restarts with and without persistence show what a
