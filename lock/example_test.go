@@ -69,3 +69,37 @@ func ExampleClient_Lock_reentry() {
 	fmt.Println(lock.Held(ctx, "account:7"))
 	// Prints true, true, false.
 }
+
+func ExampleClient_Acquire() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+	locker, _ := lock.New(rdb)
+	defer locker.Close()
+
+	// At most 3 report generations per tenant at a time, across replicas.
+	ctx, release, err := locker.Acquire(context.Background(), "reports:acme", 3)
+	if err != nil {
+		panic(err)
+	}
+	defer release()
+	fmt.Println("held:", lock.Held(ctx, "reports:acme"))
+	// Prints: held: true
+}
+
+func ExampleClient_RLock() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+	locker, _ := lock.New(rdb)
+	defer locker.Close()
+
+	// Readers share the key; a Lock of the same key, its writer, waits for
+	// them, and readers that come after a queued writer wait for it.
+	_, runlock, _ := locker.RLock(context.Background(), "config")
+	_, runlock2, _ := locker.RLock(context.Background(), "config")
+	defer runlock()
+	defer runlock2()
+
+	_, _, err := locker.TryLock(context.Background(), "config")
+	fmt.Println("writer while reading:", errors.Is(err, lock.ErrNotObtained))
+	// Prints: writer while reading: true
+}
