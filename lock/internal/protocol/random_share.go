@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -44,8 +45,9 @@ func (s ShareSetup) Call(owner, op string, n int64, wait bool) Op {
 // of clients Clients, each with owners "<client>:1" to "<client>:3": the
 // calls of share.lua and renew.lua by live Clients' owners (biased
 // towards holders and the queue's front), time passing, and a death or a
-// stop (never of the last Client that acts). In a setup FromLock, an
-// owner ":2" sometimes takes the key as a Lock first (acquire.lua).
+// stop (never of the last Client that acts). In a setup FromLock, owners
+// ":2" sometimes wait for, release and confirm the key as a Lock
+// (acquire.lua, release.lua) while it is a Lock's.
 func RandomShareOp(r *rand.Rand, w *World, clients int, s ShareSetup) Op {
 	var live []string
 	for i := 1; i <= clients; i++ {
@@ -62,9 +64,14 @@ func RandomShareOp(r *rand.Rand, w *World, clients int, s ShareSetup) Op {
 	} else if len(k.Queue) > 0 && !w.Stopped(ClientOf(k.Queue[0])) && r.IntN(3) == 0 {
 		owner = k.Queue[0]
 	}
+	lock := s.FromLock && k.Hash["k"] == "" && s.Hold(owner) == "w" // the key is still a Lock's
 	switch n := r.IntN(100); {
-	case s.FromLock && k.Hash["k"] == "" && s.Hold(owner) == "w" && n < 10:
+	case lock && n < 10:
 		return WaitOp(owner)
+	case lock && n < 15:
+		return ReleaseOp(owner, 0)
+	case lock && n < 18:
+		return ConfirmOp(owner)
 	case n < 25:
 		return s.Call(owner, "a", 1, true)
 	case n < 31:
@@ -113,9 +120,15 @@ func (k Key) SharedHolders(now int64) []Holder {
 }
 
 // SharedRoom reports the first way the key's live shared holders at now
-// break its room: more than a semaphore's limit, or a writer with anyone.
+// break its room (more than a semaphore's limit, or a writer with
+// anyone) or its queue (a holder still queued).
 func (k Key) SharedRoom(now int64) error {
 	hs := k.SharedHolders(now)
+	for _, h := range hs {
+		if slices.Contains(k.Queue, h.Owner) {
+			return fmt.Errorf("holder %s still queued in %v", h.Owner, k.Queue)
+		}
+	}
 	kind := k.Hash["k"]
 	var writers int
 	for _, h := range hs {

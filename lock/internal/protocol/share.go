@@ -80,6 +80,9 @@ func (t *stx) run(lease, linger int64) Reply {
 	if len(t.k.Hash) == 0 {
 		t.k.Hash, t.k.HashExp = nil, NoTTL
 	}
+	if r := t.convert(); r != nil {
+		return r
+	}
 	me, held := t.holders[t.owner]
 	switch t.c.Op {
 	case "a", "c":
@@ -146,28 +149,58 @@ func (t *stx) run(lease, linger int64) Reply {
 	return ints(0)
 }
 
-// attempt is an attempt by a new owner (op "a", hold count 1).
-func (t *stx) attempt(lease int64) Reply {
-	want := "rw"
+// want is the kind of key the call's hold wants: "s" and the limit, or
+// "rw".
+func (t *stx) want() string {
 	if t.c.Hold == "p" {
-		want = "s" + itoa(t.c.Limit)
+		return "s" + itoa(t.c.Limit)
+	}
+	return "rw"
+}
+
+// convert turns a Lock's hash (acquire.lua) into a read-write lock's for
+// an attempt: its holder becomes the writer (maybe the caller: then a
+// re-entry); into a semaphore's only when it is free with no queue, else
+// it refuses ({-3, 1}).
+func (t *stx) convert() Reply {
+	if t.c.Op != "a" {
+		return nil
 	}
 	if o, ok := t.k.field("o"); ok {
 		held := t.k.count() > 0
-		if want != "rw" && (held || t.k.flagged()) {
+		if t.want() != "rw" && (held || t.k.flagged()) {
 			return ints(-3, 1)
 		}
 		if held {
+			// A holder the lock was handed to that has not confirmed is
+			// still queued: it leaves the queue, unconfirmed.
+			kind := "w"
+			if t.unwait(o) {
+				t.unqueue(o)
+				kind = "W"
+			}
 			tok, _ := t.k.field("t")
 			if tok == "" {
 				tok = "0"
 			}
-			t.put(o, shared{kind: "w", count: t.k.Hash["n"], token: tok, until: t.now() + max(t.hashTTL(), 0)})
+			t.put(o, shared{kind: kind, count: t.k.Hash["n"], token: tok, until: t.now() + max(t.hashTTL(), 0)})
 		}
 		for _, f := range []string{"o", "n", "open", "open_until"} {
 			delete(t.k.Hash, f)
 		}
+		if len(t.k.Hash) == 0 {
+			t.k.Hash, t.k.HashExp = nil, NoTTL
+		}
+		if t.want() == "rw" {
+			t.setHash("k", "rw")
+		}
 	}
+	return nil
+}
+
+// attempt is an attempt by a new owner (op "a", hold count 1).
+func (t *stx) attempt(lease int64) Reply {
+	want := t.want()
 	if k, ok := t.k.field("k"); k != want {
 		if ok && (len(t.holders) > 0 || t.k.Queue != nil) {
 			switch {

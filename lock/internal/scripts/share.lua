@@ -169,6 +169,39 @@ local function settle(f)
   end
 end
 
+-- The kind of key an attempt wants. A Lock's hash (acquire.lua) becomes
+-- a read-write lock's when a reader or writer comes, its holder the
+-- writer (maybe the caller: then a re-entry), and a semaphore's only when
+-- it is free with no queue.
+local want = 'rw'
+if mode == 'p' then
+  want = 's' .. ARGV[4]
+end
+if op == 'a' and meta.o then
+  -- A Lock's hash (acquire.lua).
+  local held = meta.n and meta.n ~= '0'
+  if want ~= 'rw' and (held or meta.q == '1') then
+    return {-3, 1}
+  end
+  if held then
+    -- A holder the lock was handed to that has not confirmed is still
+    -- queued (queue.lua): it leaves the queue, unconfirmed.
+    local m = 'w'
+    if unwait(meta.o) then
+      redis.call('LREM', KEYS[2], 1, meta.o)
+      m = 'W'
+    end
+    local ttl = redis.call('PTTL', KEYS[1])
+    put(meta.o, m, meta.n, meta.t or '0', now + math.max(ttl, 0))
+  end
+  redis.call('HDEL', KEYS[1], 'o', 'n', 'open', 'open_until')
+  meta.o = nil
+  if want == 'rw' then
+    redis.call('HSET', KEYS[1], 'k', want)
+    meta.k = want
+  end
+end
+
 local me = holders[owner]
 
 if op == 'a' or op == 'c' then
@@ -189,23 +222,6 @@ end
 
 if op == 'a' then
   -- The kind of the key, for an attempt of a new owner.
-  local want = 'rw'
-  if mode == 'p' then
-    want = 's' .. ARGV[4]
-  end
-  if meta.o then
-    -- A Lock's hash (acquire.lua).
-    local held = meta.n and meta.n ~= '0'
-    if want ~= 'rw' and (held or meta.q == '1') then
-      return {-3, 1}
-    end
-    if held then
-      local ttl = redis.call('PTTL', KEYS[1])
-      put(meta.o, 'w', meta.n, meta.t or '0', now + math.max(ttl, 0))
-    end
-    redis.call('HDEL', KEYS[1], 'o', 'n', 'open', 'open_until')
-    meta.o = nil
-  end
   if meta.k ~= want then
     if meta.k and (live > 0 or redis.call('EXISTS', KEYS[2]) == 1) then
       if meta.k == 'rw' then
