@@ -29,9 +29,21 @@ const (
 // it is free but another waiter's turn (likewise in Wait mode); {-1, 0}
 // when owner's hold is gone (n > 1 or Confirm); {0, ms until the first
 // waiter's turn or place ends} for Check; {0, 0} for Watch.
+//
+// On the hash of shared holds (see [Key.Share]) it changes nothing and
+// replies {-3, 0}: the caller runs share.lua instead.
 func (k Key) Acquire(env Env, owner string, lease int64, n int64, mode Mode) Step {
 	t := begin(k, env)
+	if t.shared() {
+		return t.done(ints(-3, 0))
+	}
 	return t.done(t.acquire(owner, lease, n, mode))
+}
+
+// shared reports whether the hash is one of shared holds (share.lua's k).
+func (t *tx) shared() bool {
+	_, ok := t.k.Hash["k"]
+	return ok
 }
 
 // Check is Acquire in Check mode by a fresh owner, as the lock package

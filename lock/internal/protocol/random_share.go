@@ -47,7 +47,8 @@ func (s ShareSetup) Call(owner, op string, n int64, wait bool) Op {
 // towards holders and the queue's front), time passing, and a death or a
 // stop (never of the last Client that acts). In a setup FromLock, owners
 // ":2" sometimes wait for, release and confirm the key as a Lock
-// (acquire.lua, release.lua) while it is a Lock's.
+// (acquire.lua, release.lua), whose scripts answer -3 once it is a
+// read-write lock's.
 func RandomShareOp(r *rand.Rand, w *World, clients int, s ShareSetup) Op {
 	var live []string
 	for i := 1; i <= clients; i++ {
@@ -64,7 +65,7 @@ func RandomShareOp(r *rand.Rand, w *World, clients int, s ShareSetup) Op {
 	} else if len(k.Queue) > 0 && !w.Stopped(ClientOf(k.Queue[0])) && r.IntN(3) == 0 {
 		owner = k.Queue[0]
 	}
-	lock := s.FromLock && k.Hash["k"] == "" && s.Hold(owner) == "w" // the key is still a Lock's
+	lock := s.FromLock && s.Hold(owner) == "w" // Lock calls, on a Lock's hash or not (acquire.lua then answers -3)
 	switch n := r.IntN(100); {
 	case lock && n < 10:
 		return WaitOp(owner)

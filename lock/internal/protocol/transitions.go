@@ -9,8 +9,12 @@ package protocol
 // final release that finds owner noted as the last to release replies
 // {1}, or {1, holder, token, 0} while the owner it handed the lock to
 // holds it.
+// On the hash of shared holds it changes nothing and replies {-3}.
 func (k Key) Release(env Env, owner string, n, linger int64) Step {
 	t := begin(k, env)
+	if t.shared() {
+		return t.done(ints(-3))
+	}
 	return t.done(t.release(owner, n, linger))
 }
 
@@ -78,8 +82,12 @@ func (t *tx) lostRelease(owner string, free bool) {
 // told again; while it is free, waiters that missed their turns are
 // dropped (see nextTurn). Replies {1} when owner was queued or held the
 // lock, else {0}.
+// On the hash of shared holds it changes nothing and replies {-3}.
 func (k Key) Leave(env Env, owner string, linger int64) Step {
 	t := begin(k, env)
+	if t.shared() {
+		return t.done(ints(-3))
+	}
 	return t.done(t.leave(owner, linger))
 }
 
