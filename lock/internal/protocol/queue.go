@@ -142,8 +142,15 @@ func (t *tx) tellQueue(m Message, skip string) {
 // other waiter of their Clients (one missed its turn: its process is most
 // likely dead), and returns the first live waiter ("" when none), its
 // deadline and whether any was dropped.
-func (t *tx) first() (string, int64, bool) {
+func (t *tx) first() (string, int64, bool) { return t.firstDropping(nil) }
+
+// firstDropping is first, lapsed naming Clients known to be dead already
+// (see [Key.Share]: a hand-off of theirs lapsed), whose waiters go too.
+func (t *tx) firstDropping(lapsed map[string]bool) (string, int64, bool) {
 	dead := map[string]bool{}
+	for c := range lapsed {
+		dead[c] = true
+	}
 	for len(t.k.Queue) > 0 {
 		o := t.k.Queue[0]
 		d := t.deadline(o)

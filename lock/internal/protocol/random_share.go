@@ -122,13 +122,17 @@ func (k Key) SharedHolders(now int64) []Holder {
 
 // SharedRoom reports the first way the key's live shared holders at now
 // break its room (more than a semaphore's limit, or a writer with
-// anyone) or its queue (a holder still queued).
+// anyone) or its queue (a holder still queued, a queue that outlives the
+// hash, and so the key's kind).
 func (k Key) SharedRoom(now int64) error {
 	hs := k.SharedHolders(now)
 	for _, h := range hs {
 		if slices.Contains(k.Queue, h.Owner) {
 			return fmt.Errorf("holder %s still queued in %v", h.Owner, k.Queue)
 		}
+	}
+	if _, ok := k.Hash["k"]; ok && k.Queue != nil && k.HashExp < k.QueueExp {
+		return fmt.Errorf("the queue outlives the hash, which says its kind, by %d ms", k.QueueExp-k.HashExp)
 	}
 	kind := k.Hash["k"]
 	var writers int

@@ -51,6 +51,9 @@ type stx struct {
 	limit   int64
 	soonest int64 // the earliest lease end of a holder; 0: none
 	existed bool  // the hash existed when the call began
+	// lapsed are the Clients of hand-offs that lapsed unconfirmed: their
+	// waiters are dropped by the first fill (see firstDropping).
+	lapsed map[string]bool
 }
 
 // Share is share.lua: shared holds of a semaphore or read-write lock
@@ -74,6 +77,12 @@ func (t *stx) run(lease, linger int64) Reply {
 				t.soonest = s.until
 			}
 		} else {
+			if c := ClientOf(f[1:]); ok && s.kind != strings.ToLower(s.kind) && c != ClientOf(t.owner) { // a hand-off lapsed: its Client is most likely dead (not the caller's)
+				if t.lapsed == nil {
+					t.lapsed = map[string]bool{}
+				}
+				t.lapsed[c] = true
+			}
 			delete(t.k.Hash, f)
 		}
 	}
@@ -193,6 +202,7 @@ func (t *stx) convert() Reply {
 		}
 		if t.want() == "rw" {
 			t.setHash("k", "rw")
+			t.keep(pttl(t.k.Queue != nil, t.k.QueueExp, t.now())) // as long as the queue, if any
 		}
 	}
 	return nil
@@ -243,6 +253,7 @@ func (t *stx) attempt(lease int64) Reply {
 		back = max(t.soonest-t.now(), 1)
 	}
 	if t.c.Wait {
+		t.keep(max(back, 1000) + t.env.Claim) // the hash, which says the key's kind, lives as long as the queue
 		pos := t.enqueue(t.owner, t.now()+max(back, 1000)+t.env.Claim, t.k.flagged())
 		if t.c.Hold == "r" {
 			t.setWait("~"+t.owner, 1)
@@ -317,7 +328,8 @@ func (t *stx) kindOf(o string) string {
 // no live waiter is left, "full" otherwise.
 func (t *stx) fill(caller, from string) string {
 	for {
-		o, _, _ := t.first()
+		o, _, _ := t.firstDropping(t.lapsed)
+		t.lapsed = nil
 		if o == "" {
 			return "empty"
 		}

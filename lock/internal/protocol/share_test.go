@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -48,7 +49,7 @@ func TestRandomSharedSequences(t *testing.T) {
 					fail("new holder %s with token %d after %d", h.Owner, h.Token, maxTok)
 				}
 				maxTok = h.Token
-				if err := sharedInOrder(before, w.Key, now, h.Owner); err != nil {
+				if err := sharedInOrder(before, w.Key, now, op.Owner, h.Owner); err != nil {
 					fail("%v", err)
 				}
 			}
@@ -80,8 +81,9 @@ func newHolders(before, after Key, now int64) []Holder {
 // live waiter ahead of it that is still queued (a caller not queued is
 // behind every waiter). A waiter whose place ended at now, and every
 // waiter of its Client, is not live: a call drops them (and one of them
-// that calls joins again at the back).
-func sharedInOrder(before, after Key, now int64, o string) error {
+// that calls joins again at the back); so are the waiters of a Client
+// whose hand-off lapsed unconfirmed, but the caller's.
+func sharedInOrder(before, after Key, now int64, caller, o string) error {
 	ahead := before.Queue
 	if i := slices.Index(before.Queue, o); i >= 0 {
 		ahead = before.Queue[:i]
@@ -90,6 +92,11 @@ func sharedInOrder(before, after Key, now int64, o string) error {
 	for _, w := range before.Queue {
 		if before.Waits[w] <= now {
 			lapsed[ClientOf(w)] = true
+		}
+	}
+	for f, v := range before.Hash { // a hand-off that lapsed unconfirmed
+		if s, ok := parseShared(v); ok && f[0] == '=' && s.until < now && s.kind != strings.ToLower(s.kind) && ClientOf(f[1:]) != ClientOf(caller) {
+			lapsed[ClientOf(f[1:])] = true
 		}
 	}
 	for _, a := range ahead {

@@ -46,9 +46,11 @@ end
 -- again at its next attempt), and returns the first live one (or nil),
 -- its deadline, and whether any was dropped. The dropped Clients' waiters
 -- further back go in one pass over the queue, so the cost grows with the
--- queue's length, not its square.
-local function first(now)
-  local dead, dropped = {}, false
+-- queue's length, not its square. lapsed, unless nil, names Clients known
+-- to be dead already (share.lua: a hand-off of theirs lapsed), whose
+-- waiters go too.
+local function first(now, lapsed)
+  local dead, dropped = lapsed or {}, lapsed ~= nil
   local o, d
   while true do
     o = redis.call('LINDEX', KEYS[2], 0)

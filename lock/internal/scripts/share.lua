@@ -51,9 +51,11 @@ local lease, claim = tonumber(ARGV[5]), tonumber(ARGV[7])
 local publish = ARGV[9]
 local now = now_ms()
 
--- The hash: meta fields, and the holders whose lease is on.
+-- The hash: meta fields, and the holders whose lease is on. A hand-off
+-- that lapsed unconfirmed tells that its Client is most likely dead: its
+-- queued waiters are dropped (lapsed; see first in queue.lua).
 local meta, holders = {}, {}
-local live, writer, soonest = 0, false, nil
+local live, writer, soonest, lapsed = 0, false, nil, nil
 local raw = redis.call('HGETALL', KEYS[1])
 for i = 1, #raw, 2 do
   local f, v = raw[i], raw[i + 1]
@@ -66,6 +68,11 @@ for i = 1, #raw, 2 do
       writer = writer or string.lower(m) == 'w'
       soonest = math.min(soonest or u, u)
     else
+      local c = client_of(string.sub(f, 2))
+      if m and m ~= string.lower(m) and c ~= client_of(owner) then -- the caller's Client lives
+        lapsed = lapsed or {}
+        lapsed[c] = true
+      end
       redis.call('HDEL', KEYS[1], f)
     end
   else
@@ -146,7 +153,8 @@ end
 -- 'empty' when no live waiter is left, and 'full' otherwise.
 local function fill(caller, from)
   while true do
-    local o = first(now)
+    local o = first(now, lapsed)
+    lapsed = nil
     if not o then
       return 'empty'
     end
@@ -199,6 +207,7 @@ if op == 'a' and meta.o then
   if want == 'rw' then
     redis.call('HSET', KEYS[1], 'k', want)
     meta.k = want
+    keep(redis.call('PTTL', KEYS[2])) -- as long as the queue, if any
   end
 end
 
@@ -265,6 +274,8 @@ if op == 'a' then
     back = math.max(soonest - now, 1)
   end
   if ARGV[8] == '1' then
+    -- The hash, which says the key's kind, lives as long as the queue.
+    keep(math.max(back, 1000) + claim)
     local pos = enqueue(owner, now + math.max(back, 1000) + claim, now, meta.q == '1')
     if mode == 'r' then
       redis.call('HSET', KEYS[3], '~' .. owner, 1)
