@@ -100,8 +100,7 @@ func (t *stx) run(lease, linger int64) Reply {
 				t.keep(lease)
 				me.kind, me.until = strings.ToLower(me.kind), t.now()+lease
 				t.put(t.owner, me)
-				c, _ := strconv.ParseInt(me.count, 10, 64)
-				return ints(c, t.tokenOf(me))
+				return ints(1, t.tokenOf(me)) // the target, as acquire.lua
 			}
 			if me.count != itoa(t.c.N) {
 				me.count = itoa(t.c.N)
@@ -325,8 +324,11 @@ func (t *stx) kindOf(o string) string {
 
 // fill hands room to the waiters at the front while they fit, stopping
 // at caller: "me" when the caller's turn came and it fits, "empty" when
-// no live waiter is left, "full" otherwise.
+// no live waiter is left, "full" otherwise. After a lapsed hand-off, a
+// waiter whose Client is not subscribed is dropped with its Client's
+// waiters instead.
 func (t *stx) fill(caller, from string) string {
+	suspect := t.lapsed != nil
 	for {
 		o, _, _ := t.firstDropping(t.lapsed)
 		t.lapsed = nil
@@ -340,13 +342,26 @@ func (t *stx) fill(caller, from string) string {
 		if o == caller {
 			return "me"
 		}
-		tok := t.next()
-		t.keep(t.env.Claim)
-		t.put(o, shared{kind: strings.ToUpper(h), count: "1", token: itoa(tok), until: t.now() + t.env.Claim})
-		t.unqueue(o)
-		t.unwait(o)
-		t.tell(o, Message{Kind: HandOff, From: from, Owner: o, Token: tok, At: t.now()})
+		if !t.hand(o, h, from) && suspect {
+			t.drop(o)
+			t.lapsed = map[string]bool{ClientOf(o): true}
+		}
 	}
+}
+
+// hand gives waiter o, first in the queue, a hold of kind h for the claim
+// window with the next token, and tells it and the watchers of the
+// hand-off. It reports whether o's Client is subscribed.
+func (t *stx) hand(o, h, from string) bool {
+	tok := t.next()
+	t.keep(t.env.Claim)
+	t.put(o, shared{kind: strings.ToUpper(h), count: "1", token: itoa(tok), until: t.now() + t.env.Claim})
+	msg := Message{Kind: HandOff, From: from, Owner: o, Token: tok, At: t.now()}
+	told := t.tell(o, msg)
+	t.watch(o, msg)
+	t.unqueue(o)
+	t.unwait(o)
+	return told
 }
 
 // settle lets a hash with no holder and no queue go after linger ms.

@@ -137,21 +137,32 @@ local function mode_of(o)
 end
 
 -- hand gives waiter o, first in the queue, a hold of kind m for the claim
--- window, with the next token, and tells it (see hand_off in queue.lua).
+-- window, with the next token, and tells it and the watchers of the
+-- hand-off (see watch in queue.lua: they check after the window that o
+-- took it, in case it is gone). It reports whether o's Client is
+-- subscribed (the message reached someone).
 local function hand(o, m, from)
   local _, s = next_token(meta.t)
   keep(claim)
   put(o, string.upper(m), '1', s, now + claim, true)
+  local msg = hand_off_msg(from, o, s, now)
+  local told = tell(publish, o, msg) > 0
+  watch(o, msg, now, claim, publish)
   redis.call('LPOP', KEYS[2])
   unwait(o)
-  tell(publish, o, hand_off_msg(from, o, s, now))
+  return told
 end
 
 -- fill hands the room there is to the waiters at the front, in order,
 -- while they fit, and stops at the caller (if it is one: it takes its
 -- hold itself). It returns 'me' when the caller's turn came and it fits,
--- 'empty' when no live waiter is left, and 'full' otherwise.
+-- 'empty' when no live waiter is left, and 'full' otherwise. After a
+-- hand-off that lapsed (a Client most likely dead), a waiter whose Client
+-- is not subscribed either is dropped with its Client's waiters rather
+-- than handed room for a claim window: a killed process has no
+-- subscription left (a stopped one keeps it).
 local function fill(caller, from)
+  local suspect = lapsed ~= nil
   while true do
     local o = first(now, lapsed)
     lapsed = nil
@@ -165,7 +176,10 @@ local function fill(caller, from)
     if o == caller then
       return 'me'
     end
-    hand(o, m, from)
+    if not hand(o, m, from) and suspect then
+      drop(o)
+      lapsed = {[client_of(o)] = true}
+    end
   end
 end
 
@@ -222,7 +236,7 @@ if op == 'a' or op == 'c' then
     elseif me.c ~= ARGV[6] then
       put(owner, me.m, ARGV[6], me.t, me.u)
     end
-    return {tonumber(ARGV[6] == '1' and me.c or ARGV[6]), tonumber(me.t)}
+    return {tonumber(ARGV[6]), tonumber(me.t)} -- the target, as acquire.lua
   end
   if op == 'c' or ARGV[6] ~= '1' then
     return {-1, 0}
