@@ -229,3 +229,51 @@ func TestForceUnlockSharedWaitsForReplicaAck(t *testing.T) {
 		t.Fatalf("ForceUnlock with a stalled replica: %v, want ErrReplicaAck", err)
 	}
 }
+
+// TestForceUnlockSharedOnCluster: on Redis Cluster, Inspect and List read
+// a semaphore's permits from its key's master, and ForceUnlock's MULTI
+// runs there, handing the permit to the waiter.
+func TestForceUnlockSharedOnCluster(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
+	cl := redistest.StartCluster(t, 3)
+	rdb := cl.Client(t)
+	ctx := context.Background()
+	c := locktest.NewClient(t, rdb, lock.WithOwnerLabel("old"))
+	keys := spreadKeys(t, rdb, 3, 1)
+	for _, k := range keys {
+		_, unlock, err := c.Acquire(ctx, k, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unlock()
+	}
+	listed := 0
+	for info, err := range c.List(ctx, "*") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Kind != lock.KindSemaphore || info.Holding != 1 || info.Node == "" {
+			t.Fatalf("listed %+v: want a semaphore's permit, with its master", info)
+		}
+		listed++
+	}
+	if listed != len(keys) {
+		t.Fatalf("listed %d semaphores, want %d", listed, len(keys))
+	}
+	w := locktest.NewClient(t, rdb, lock.WithOwnerLabel("w"))
+	wdone, wres := startShared(func(ctx context.Context) (context.Context, lock.UnlockFunc, error) {
+		return w.Acquire(ctx, keys[0], 1)
+	})
+	locktest.Eventually(t, 5*time.Second, "the waiter queued", func() bool {
+		return rdb.LLen(ctx, "lockkit:{"+keys[0]+"}:queue").Val() == 1
+	})
+	f, err := c.ForceUnlock(ctx, keys[0])
+	if err != nil || len(f.Permits) != 1 || f.Holder.Label != "old" {
+		t.Fatalf("ForceUnlock on the cluster: %+v, %v", f, err)
+	}
+	acquired(t, wdone, wres, "the waiter's permit")
+	info, err := c.Inspect(ctx, keys[0])
+	if err != nil || info.Holding != 1 || info.Permits[0].Owner.Label != "w" || !info.Forced {
+		t.Fatalf("after the force: %+v, %v: want w holding", info, err)
+	}
+}
