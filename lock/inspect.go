@@ -57,16 +57,17 @@ type LockInfo struct {
 	HoldCount      int
 	RemainingLease time.Duration
 	// Token is the last fencing token handed out: the holder's while Held
-	// (of a shared key: the newest holder's, or that of one who left).
+	// (of a shared key: the newest acquisition's, whose holder may have
+	// left).
 	// 0 when Redis keeps none (the key's hash lapsed).
 	Token uint64
 
 	// Holding is how many owners hold a semaphore's permits or a
 	// read-write lock's read holds or write hold, whose lease has not
-	// ended by Redis's clock; 0 for a lock. Permits lists
-	// [MaxListedPermits] of them (all when there are no more), ordered by
-	// token, oldest first. A waiter handed a permit holds it from then on,
-	// for the claim window until it confirms.
+	// ended by Redis's clock; 0 for a lock. Permits lists them, oldest
+	// token first; of more than [MaxListedPermits] holders, that many
+	// (which ones is not set). A waiter handed a permit holds it from
+	// then on, for the claim window until it confirms.
 	Holding int
 	Permits []Permit
 
