@@ -1,9 +1,13 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
@@ -19,6 +23,11 @@ type Forced struct {
 	// one was waiting (HandedTo.ID is empty otherwise).
 	HandedTo Owner
 	NewToken uint64
+	// Permits are the holds ended of a semaphore or read-write lock,
+	// oldest token first: Holder and Token are the first's. HandedTo is
+	// then empty: the freed room goes to the waiters as a release's does
+	// (see [Client.Acquire]), each told by a message.
+	Permits []Permit
 }
 
 // forceLinger is how long the hash of a lock freed by ForceUnlock stays,
@@ -72,6 +81,15 @@ func IfHeldBy(owner string) ForceOption {
 // is this Client's, its hold ends with ErrLost before ForceUnlock returns
 // (package locktest's Lose uses this).
 //
+// A semaphore or a read-write lock has several holders: ForceUnlock ends
+// the hold of every one whose lease has not ended or, with [IfHeldBy],
+// that of the owner named alone (ErrHolderChanged when it holds none,
+// even if others do). Each hold ends as its release would, all in one
+// MULTI transaction: the freed permits and the key go to the waiters at
+// the front of the queue, and the rules above for the old holders hold
+// for each. [LockInfo].LastReleasedBy names the forcing Client then too.
+// Redis Cluster runs the transaction on the key's master.
+//
 // Like [Client.Inspect], ForceUnlock takes the Name [Client.List] lists
 // for a key stored by its digest in place of that key.
 //
@@ -115,6 +133,8 @@ func (c *Client) ForceUnlock(ctx context.Context, key string, opts ...ForceOptio
 	holders := map[string]int{} // the owners whose hold was ended, with their nodes
 	for _, r := range rs {
 		switch {
+		case r.err == nil && len(rs) == 1 && len(r.val) >= 2 && r.val[0] == int64(3):
+			return c.forceShared(ctx, set.nodes[0], key, rk, from, fc, r.val)
 		case r.err != nil:
 			errs = append(errs, redisError(r.err))
 		case len(r.val) >= 3 && r.val[0] == int64(1):
@@ -172,4 +192,97 @@ func (c *Client) endOwn(owner string) {
 		found.endLocked(ErrLost)
 		found.mu.Unlock()
 	}
+}
+
+// forceShared ends holds of a semaphore or read-write lock on nd, whose
+// live holders force.lua listed in v ({3, Redis's time, owner, field
+// value, ...}): every one's, or only fc's holder's. It runs share.lua's
+// release of each (to hold count 0), then force.lua's naming of from, in
+// one MULTI, so nothing comes between them.
+func (c *Client) forceShared(ctx context.Context, nd *node, key string, rk redisKeys, from any, fc forceConfig, v []any) (Forced, error) {
+	now := replyInt(v[1])
+	var ps []Permit
+	var kinds []any // share.lua's kind argument of each, its field's first letter
+	for i := 2; i+1 < len(v); i += 2 {
+		owner, field := replyStr(v[i]), replyStr(v[i+1])
+		p, err := parsePermit(now, owner, field)
+		if err != nil {
+			return Forced{}, fmt.Errorf("lock: force-unlock %q: %w", key, err)
+		}
+		if !fc.conditional || owner == fc.holder {
+			ps = append(ps, p)
+			kinds = append(kinds, field[:1])
+		}
+	}
+	switch held := (len(v) - 2) / 2; {
+	case held == 0:
+		return Forced{}, fmt.Errorf("lock: force-unlock %q: %w: no one holds it (under prefix %q)", key, ErrNotHeld, c.cfg.prefix)
+	case len(ps) == 0:
+		return Forced{}, fmt.Errorf("lock: force-unlock %q: %w: %d others hold it, not %s", key, ErrHolderChanged, held, fc.holder)
+	}
+	ended, err := nd.endShared(ctx, c, rk, from, ps, kinds)
+	if err != nil {
+		return Forced{}, fmt.Errorf("lock: force-unlock %q: %w", key, redisError(err))
+	}
+	var f Forced
+	for i, p := range ps {
+		if ended[i] {
+			f.Permits = append(f.Permits, p)
+			c.endOwn(p.Owner.ID)
+		}
+	}
+	if len(f.Permits) == 0 {
+		return Forced{}, fmt.Errorf("lock: force-unlock %q: %w: its holders left meanwhile", key, ErrNotHeld)
+	}
+	slices.SortFunc(f.Permits, func(a, b Permit) int { return cmp.Compare(a.Token, b.Token) })
+	f.Holder, f.Token = f.Permits[0].Owner, f.Permits[0].Token
+	c.be.freed(rk, "")
+	return f, nil
+}
+
+// endShared runs, in one MULTI on nd, share.lua's release of each holder
+// of ps (kinds: its kind argument) and force.lua's naming of from as the
+// last releaser, and reports which releases ended a hold. With
+// WithReplicaAck it waits for the replicas after EXEC on the same
+// connection. It returns within ctx's deadline (see Client.within).
+func (nd *node) endShared(ctx context.Context, c *Client, rk redisKeys, from any, ps []Permit, kinds []any) ([]bool, error) {
+	keys := rk.keys()
+	ended := make([]bool, len(ps))
+	err := c.within(ctx, func(ctx context.Context) error {
+		// EVALSHA in a MULTI fails at EXEC, after the others ran, when
+		// Redis does not know the script: load it first.
+		if err := scripts.Share.Load(ctx, nd.rdb).Err(); err != nil {
+			return err
+		}
+		var tx redis.Cmdable = nd.rdb
+		if cl, ok := nd.rdb.(*redis.Client); ok && nd.acks > 0 {
+			conn := cl.Conn()
+			defer conn.Close()
+			tx = conn
+		}
+		mark := []any{from, nd.claimArg, nd.publish, forceLinger, "", "r"}
+		cmds := make([]*redis.Cmd, len(ps))
+		_, err := tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			for i, p := range ps {
+				mark = append(mark, p.Owner.ID)
+				cmds[i] = scripts.Share.EvalSha(ctx, pipe, keys, p.Owner.ID, opRelease, kinds[i], 0, forceLinger, 0, nd.claimArg, 0, nd.publish, forceLinger)
+			}
+			scripts.Force.EvalSha(ctx, pipe, keys, mark...)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for i, cmd := range cmds {
+			v, _ := cmd.Int64Slice()
+			ended[i] = len(v) == 1 && v[0] == 1
+		}
+		if conn, ok := tx.(*redis.Conn); ok {
+			if n, err := conn.Wait(ctx, nd.acks, nd.ackTimeout).Result(); err != nil || n < int64(nd.acks) {
+				return fmt.Errorf("%w: %d of %d replicas within %v (%v)", ErrReplicaAck, n, nd.acks, nd.ackTimeout, err)
+			}
+		}
+		return nil
+	})
+	return ended, err
 }

@@ -1,10 +1,13 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,11 +17,16 @@ import (
 	"github.com/lockkit/lockkit/lock/internal/scripts"
 )
 
-// MaxListedWaiters is how many waiters from the front of a lock's queue
+// MaxListedWaiters is how many waiters from the front of a key's queue
 // [Client.Inspect] and [Client.List] return (LockInfo.Waiters).
 const MaxListedWaiters = 10
 
-// LockInfo is what Redis holds about one lock, read in one atomic step.
+// MaxListedPermits is how many holders of a semaphore or read-write lock
+// [Client.Inspect] and [Client.List] return (LockInfo.Permits).
+const MaxListedPermits = 100
+
+// LockInfo is what Redis holds about one lock, semaphore or read-write
+// lock, read in one atomic step.
 type LockInfo struct {
 	// Key is the lock's key. [Client.List] leaves it empty for a key
 	// stored by its digest (escaped, longer than 128 bytes), and so does
@@ -30,15 +38,38 @@ type LockInfo struct {
 	// quorum mode and when [Client.List] lists a Redis Cluster's masters.
 	Node string
 
-	// Held tells that an owner holds the lock: Holder, with HoldCount
-	// levels, for RemainingLease more (the key's TTL in Redis).
+	// Kind is what the key is used as: [KindLock] ([Client.Lock]; also a
+	// key Redis holds nothing of), [KindSemaphore] ([Client.Acquire]) or
+	// [KindReadWrite] ([Client.RLock], and Lock as its writer). Limit is
+	// a semaphore's number of permits, 0 for the other kinds.
+	Kind  string
+	Limit int
+
+	// Held tells that an owner holds the key: for a semaphore or a
+	// read-write lock, that Holding > 0.
+	//
+	// Holder, with HoldCount levels, holds a lock for RemainingLease more
+	// (the key's TTL in Redis); for a read-write lock these are its
+	// writer's, when it has one, and they are empty for a semaphore and
+	// for read holds (see Permits).
 	Held           bool
 	Holder         Owner
 	HoldCount      int
 	RemainingLease time.Duration
-	// Token is the last fencing token handed out: the holder's while Held.
-	// 0 when Redis keeps none (the lock's hash lapsed).
+	// Token is the last fencing token handed out: the holder's while Held
+	// (of a shared key: the newest acquisition's, whose holder may have
+	// left).
+	// 0 when Redis keeps none (the key's hash lapsed).
 	Token uint64
+
+	// Holding is how many owners hold a semaphore's permits or a
+	// read-write lock's read holds or write hold, whose lease has not
+	// ended by Redis's clock; 0 for a lock. Permits lists them, oldest
+	// token first; of more than [MaxListedPermits] holders, that many
+	// (which ones is not set). A waiter handed a permit holds it from
+	// then on, for the claim window until it confirms.
+	Holding int
+	Permits []Permit
 
 	// LastReleasedBy is the owner of the last full release of the lock,
 	// while Redis keeps it (about a second after the release); Forced
@@ -49,7 +80,8 @@ type LockInfo struct {
 
 	// Reserved tells that the lock is free but kept for the turn of a
 	// queued waiter, ReservedFor, for TurnLeft more: [Client.TryLock]
-	// is refused meanwhile.
+	// is refused meanwhile. Semaphores and read-write locks have no turns:
+	// their free room goes to the waiters at once.
 	Reserved    bool
 	ReservedFor Owner
 	TurnLeft    time.Duration
@@ -68,17 +100,38 @@ type LockInfo struct {
 	Err error
 }
 
-// Waiter is one queued [Client.Lock] call.
+// Permit is one holder of a semaphore or a read-write lock: a permit, a
+// read hold, or the write hold.
+type Permit struct {
+	Owner Owner
+	// HoldCount is how many levels the owner holds (re-entries count).
+	HoldCount int
+	// Token is the fencing token of the owner's acquisition.
+	Token uint64
+	// RemainingLease is how long the hold lasts without a renewal, by
+	// Redis's clock.
+	RemainingLease time.Duration
+	// Write tells the write hold of a read-write lock (a [Client.Lock] of
+	// its key); false for a read hold and for a semaphore's permit.
+	Write bool
+}
+
+// Waiter is one queued [Client.Lock], [Client.Acquire] or [Client.RLock]
+// call.
 type Waiter struct {
 	Owner Owner
 	// Waited is how long it has been in the queue, by Redis's clock.
 	Waited time.Duration
+	// Read tells a queued [Client.RLock].
+	Read bool
 }
 
 // Inspect returns what Redis holds about the lock of key: its holder and
 // hold count, remaining lease, last fencing token, wait queue, and whether
-// it is free but kept for a queued waiter's turn. It reads with one
-// script call per node and changes nothing.
+// it is free but kept for a queued waiter's turn. Of a semaphore or a
+// read-write lock it returns the kind and limit, and the holders whose
+// lease has not ended (Holding, Permits). It reads with one script call
+// per node and changes nothing.
 //
 // In quorum mode every node is read (each bounded by the node timeout):
 // Nodes has one entry per node, and the other fields are those of a holder
@@ -138,7 +191,7 @@ func (c *Client) digestTag(name string) (string, bool) {
 
 // inspectOne reads one lock from rdb: keys are its hash, queue and waits.
 func inspectOne(ctx context.Context, rdb redis.Scripter, keys []string) (LockInfo, error) {
-	v, err := scripts.Inspect.Run(ctx, rdb, keys, MaxListedWaiters).Slice()
+	v, err := scripts.Inspect.Run(ctx, rdb, keys, MaxListedWaiters, MaxListedPermits).Slice()
 	if err != nil {
 		return LockInfo{}, err
 	}
@@ -147,36 +200,43 @@ func inspectOne(ctx context.Context, rdb redis.Scripter, keys []string) (LockInf
 
 // parseInspect reads inspect.lua's reply about the lock hash name.
 func parseInspect(name string, v []any) (LockInfo, error) {
-	if len(v) < 9 || (len(v)-9)%3 != 0 {
+	const head = 12 // fields before the holders
+	if len(v) < head {
 		return LockInfo{}, fmt.Errorf("unexpected reply %v", v)
 	}
 	num, str := replyInt, replyStr
-	ms := func(n int64) time.Duration { return time.Duration(max(n, 0)) * time.Millisecond }
+	listed := int(num(v[11]))
+	if listed < 0 || len(v) < head+2*listed || (len(v)-head-2*listed)%4 != 0 {
+		return LockInfo{}, fmt.Errorf("unexpected reply %v", v)
+	}
 	now, pttl := num(v[0]), num(v[1])
 	info := LockInfo{
 		Name:      name,
+		Kind:      KindLock,
 		HoldCount: int(num(v[3])),
 		Token:     uint64(num(v[4])),
-		Waiting:   int(num(v[8])),
+		Waiting:   int(num(v[9])),
+		Holding:   int(num(v[10])),
 	}
 	if r := str(v[5]); r != "" {
 		forcer, forced := strings.CutPrefix(r, "!")
 		info.LastReleasedBy, info.Forced = ParseOwner(forcer), forced
 	}
+	waiters := v[head+2*listed:]
+	if k := str(v[8]); k != "" {
+		return parseShared(info, k, now, v[head:head+2*listed], waiters)
+	}
 	if info.HoldCount > 0 {
-		info.Held, info.Holder, info.RemainingLease = true, ParseOwner(str(v[2])), ms(pttl)
+		info.Held, info.Holder, info.RemainingLease = true, ParseOwner(str(v[2])), msAfter(pttl, 0)
 	}
 	openUntil := num(v[7])
 	dead := map[string]bool{} // Clients whose waiter at the front missed its turn
-	for i := 9; i < len(v); i += 3 {
-		if info.Held && str(v[i]) == info.Holder.ID {
+	for i := 0; i < len(waiters); i += 4 {
+		if info.Held && str(waiters[i]) == info.Holder.ID {
 			info.Waiting-- // handed the lock, not confirmed yet
 			continue
 		}
-		w := Waiter{Owner: ParseOwner(str(v[i]))}
-		if joined := num(v[i+2]); joined > 0 {
-			w.Waited = ms(now - joined)
-		}
+		w := parseWaiter(now, waiters[i:i+4])
 		info.Waiters = append(info.Waiters, w)
 		if info.Held || info.Reserved {
 			continue
@@ -185,17 +245,78 @@ func parseInspect(name string, v []any) (LockInfo, error) {
 		// has no waiter before it that missed its turn, has the turn of a
 		// free lock with a queue (see queue.lua's first).
 		client, _, _ := cutLast(w.Owner.ID, ":")
-		deadline := num(v[i+1])
+		deadline := num(waiters[i+1])
 		if deadline <= now || dead[client] {
 			dead[client] = true
 			continue
 		}
-		info.Reserved, info.ReservedFor, info.TurnLeft = true, w.Owner, ms(deadline-now)
+		info.Reserved, info.ReservedFor, info.TurnLeft = true, w.Owner, msAfter(deadline, now)
 		if openUntil > now {
-			info.TurnLeft = ms(openUntil - now)
+			info.TurnLeft = msAfter(openUntil, now)
 		}
 	}
 	return info, nil
+}
+
+// parseShared fills in info of a semaphore or read-write lock, of kind k
+// (share.lua's field), from inspect.lua's holders (owner, field value) and
+// waiters (owner, deadline, joined, reader mark) at Redis's time now.
+func parseShared(info LockInfo, k string, now int64, holders, waiters []any) (LockInfo, error) {
+	info.HoldCount = 0
+	info.Kind = KindReadWrite
+	if limit, ok := strings.CutPrefix(k, "s"); ok {
+		info.Kind = KindSemaphore
+		info.Limit, _ = strconv.Atoi(limit)
+	}
+	for i := 0; i < len(holders); i += 2 {
+		p, err := parsePermit(now, replyStr(holders[i]), replyStr(holders[i+1]))
+		if err != nil {
+			return LockInfo{}, err
+		}
+		info.Permits = append(info.Permits, p)
+		if p.Write {
+			info.Holder, info.HoldCount, info.RemainingLease = p.Owner, p.HoldCount, p.RemainingLease
+		}
+	}
+	slices.SortFunc(info.Permits, func(a, b Permit) int { return cmp.Compare(a.Token, b.Token) })
+	info.Held = info.Holding > 0
+	for i := 0; i < len(waiters); i += 4 {
+		info.Waiters = append(info.Waiters, parseWaiter(now, waiters[i:i+4]))
+	}
+	return info, nil
+}
+
+// parsePermit reads the field value v of holder owner of a shared key
+// ("<p|r|w> <hold count> <token> <lease end in ms>": see share.lua) at
+// Redis's time now.
+func parsePermit(now int64, owner, v string) (Permit, error) {
+	f := strings.Fields(v)
+	if len(f) != 4 {
+		return Permit{}, fmt.Errorf("unexpected holder %q of %q", v, owner)
+	}
+	n, err1 := strconv.Atoi(f[1])
+	tok, err2 := strconv.ParseUint(f[2], 10, 64)
+	end, err3 := strconv.ParseInt(f[3], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return Permit{}, fmt.Errorf("unexpected holder %q of %q: %w", v, owner, err)
+	}
+	return Permit{Owner: ParseOwner(owner), HoldCount: n, Token: tok, RemainingLease: msAfter(end, now), Write: f[0] == "w"}, nil
+}
+
+// parseWaiter reads one waiter of inspect.lua's reply (owner, deadline,
+// joined, reader mark) at Redis's time now.
+func parseWaiter(now int64, v []any) Waiter {
+	w := Waiter{Owner: ParseOwner(replyStr(v[0])), Read: replyStr(v[3]) != ""}
+	if joined := replyInt(v[2]); joined > 0 {
+		w.Waited = msAfter(now, joined)
+	}
+	return w
+}
+
+// msAfter is how long t is after base, both in ms of one clock; 0 when t
+// is not after base.
+func msAfter(t, base int64) time.Duration {
+	return time.Duration(max(t-base, 0)) * time.Millisecond
 }
 
 // replyInt reads an integer of a script's reply, given as a number or a

@@ -22,7 +22,8 @@ var tagUnescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
 
 // List lists the locks whose key matches pattern (a glob as in Redis's
 // SCAN: '*', '?', [abc], '\' escapes) that are held or kept for a queued
-// waiter's turn, in no set order, each read as by [Client.Inspect]. It
+// waiter's turn, and the semaphores and read-write locks that have a
+// holder, in no set order, each read as by [Client.Inspect]. It
 // scans with SCAN, never KEYS: on a Redis Cluster every master, in quorum
 // mode every node (each lock is then listed once per node that has it,
 // with Node set). Locks taken or released while the scan runs may or may
@@ -171,7 +172,7 @@ func (c *Client) scan(ctx context.Context, srv *redis.Client, match string, keep
 // inspectMany reads the locks names of one server in one pipeline.
 func inspectMany(ctx context.Context, srv *redis.Client, names []string) ([]LockInfo, error) {
 	cmds := (&node{rdb: srv}).pipelined(ctx, len(names), func(i int) (scripts.Script, []string, []any) {
-		return scripts.Inspect, []string{names[i], names[i] + ":queue", names[i] + ":waits"}, []any{MaxListedWaiters}
+		return scripts.Inspect, []string{names[i], names[i] + ":queue", names[i] + ":waits"}, []any{MaxListedWaiters, MaxListedPermits}
 	})
 	infos := make([]LockInfo, 0, len(names))
 	for i, cmd := range cmds {

@@ -61,7 +61,7 @@ func (o *Observer) AcquireWaiting(ctx context.Context, a lock.Acquire) {
 	if ac == nil || ac.waitOpt != nil || !o.m.waiting.Enabled(ac) {
 		return
 	}
-	ac.waitOpt = metric.WithAttributeSet(attribute.NewSet(ac.name))
+	ac.waitOpt = metric.WithAttributeSet(kindSet(a.Kind, a.Limit, ac.name))
 	o.m.waiting.Add(ac, 1, ac.waitOpt)
 }
 
@@ -85,7 +85,7 @@ func (o *Observer) AcquireEnded(ctx context.Context, a lock.Acquire, held contex
 			o.m.waiting.Add(ac, -1, ac.waitOpt)
 		}
 		if a.Lapses > 0 && o.m.lapsed.Enabled(ac) {
-			o.m.lapsed.Add(ac, int64(a.Lapses), metric.WithAttributeSet(attribute.NewSet(ac.name)))
+			o.m.lapsed.Add(ac, int64(a.Lapses), metric.WithAttributeSet(kindSet(a.Kind, a.Limit, ac.name)))
 		}
 		o.recordAcquire(ac, a)
 	}
@@ -129,7 +129,7 @@ func (o *Observer) recordAcquire(ac *acquireCtx, a lock.Acquire) {
 	if a.Outcome == lock.OutcomeError {
 		attrs = append(attrs, keyErrorType.String(errorType(a.Err)))
 	}
-	opt := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	opt := metric.WithAttributeSet(attribute.NewSet(metricKind(attrs, a.Kind, a.Limit)...))
 	o.m.acquireDuration.Record(ac, a.Wait.Seconds(), opt)
 	o.m.acquireOutcomes.Add(ac, 1, opt)
 }

@@ -46,6 +46,18 @@
 // counts calls by outcome, lock.lost lost leases by reason and
 // lock.renewals the watchdog's renewals by outcome.
 //
+// # Semaphores and read-write locks
+//
+// [lock.Client.Acquire] and [lock.Client.RLock] calls and their holds get
+// the same spans and metrics as Lock, with the attribute lock.kind:
+// "semaphore" or "read" ("lock" for Lock and TryLock, on spans only, so
+// that a lock's metric points keep the attributes they always had). A
+// semaphore's spans and metric points also carry its limit, lock.limit
+// (pass one limit per lock name, or the points multiply). The permits of
+// a semaphore this process holds now are
+// lock.held{lock.kind="semaphore", lock.reentrant="false"} of its
+// lock.name, of lock.limit; read holds likewise with lock.kind="read".
+//
 // # Lock names
 //
 // Metrics must have few distinct attribute values, so they carry

@@ -19,6 +19,8 @@ type holdCtx struct {
 	span    trace.Span // nil when the lock gets no spans
 	name    attribute.KeyValue
 	heldOpt metric.AddOption // lock.held's attributes; nil when it was not incremented
+	kind    string           // lock.Acquire's Kind and Limit
+	limit   int
 }
 
 type holdKey struct{}
@@ -65,9 +67,9 @@ func (o *Observer) startHold(held context.Context, a lock.Acquire, name attribut
 			span.SetAttributes(token(a.Token))
 		}
 	}
-	hc := &holdCtx{Context: ctx, span: span, name: name}
+	hc := &holdCtx{Context: ctx, span: span, name: name, kind: a.Kind, limit: a.Limit}
 	if counting {
-		hc.heldOpt = metric.WithAttributeSet(attribute.NewSet(name, keyReentrant.Bool(a.Reentrant)))
+		hc.heldOpt = metric.WithAttributeSet(kindSet(a.Kind, a.Limit, name, keyReentrant.Bool(a.Reentrant)))
 		o.m.held.Add(ctx, 1, hc.heldOpt)
 	}
 	return hc
@@ -98,9 +100,9 @@ func (o *Observer) Released(ctx context.Context, r lock.Release) {
 	if outcome == holdError {
 		attrs = append(attrs, keyErrorType.String(errorType(r.Cause)))
 	}
-	o.m.holdDuration.Record(hc, r.Held.Seconds(), metric.WithAttributeSet(attribute.NewSet(attrs...)))
+	o.m.holdDuration.Record(hc, r.Held.Seconds(), metric.WithAttributeSet(attribute.NewSet(metricKind(attrs, hc.kind, hc.limit)...)))
 	if lost {
-		o.m.lost.Add(hc, 1, metric.WithAttributeSet(attribute.NewSet(hc.name, reentrant, keyLossReason.String(r.Loss.String()))))
+		o.m.lost.Add(hc, 1, metric.WithAttributeSet(kindSet(hc.kind, hc.limit, hc.name, reentrant, keyLossReason.String(r.Loss.String()))))
 	}
 }
 

@@ -127,10 +127,10 @@ func (o *Observer) traced(a lock.Acquire) bool {
 }
 
 // spanAttrs returns the attributes that both spans of an acquisition
-// start with.
+// start with: its name, re-entry and kind, and the key with WithRawKey.
 func (o *Observer) spanAttrs(name attribute.KeyValue, a lock.Acquire) []attribute.KeyValue {
-	attrs := make([]attribute.KeyValue, 0, 4)
-	attrs = append(attrs, name, keyReentrant.Bool(a.Reentrant))
+	attrs := make([]attribute.KeyValue, 0, 6)
+	attrs = spanKind(append(attrs, name, keyReentrant.Bool(a.Reentrant)), a.Kind, a.Limit)
 	if o.rawKey && a.Key != "" && len(a.Key) <= lock.MaxKeyLen { // not a key the Client rejects
 		attrs = append(attrs, keyAttr(a.Key))
 	}

@@ -7,7 +7,9 @@
 //
 //	lockkit [flags] ls [-internal] [PATTERN] held locks whose key matches PATTERN (default *);
 //	                                        -internal adds integrations' own (lock.Integration.Internal)
-//	lockkit [flags] show KEY                holder, hold count, lease, token and queue of KEY
+//	lockkit [flags] show KEY                holder, hold count, lease, token and queue of KEY;
+//	                                        of a semaphore, how many of its permits are held
+//	                                        and by whom; of a read-write lock, its readers or writer
 //	lockkit [flags] watch KEY               KEY's holder, waiters, hand-offs and releases as they change
 //	lockkit [flags] unlock --force [--yes] KEY
 //	                                        end KEY's hold (asks first unless --yes)
@@ -46,7 +48,10 @@
 // once escaped is stored by its digest and listed by its Redis name
 // (lockkit:{%h<digest>}), which show, watch and unlock take as KEY.
 // After a confirmation, unlock --force ends only the holder it showed
-// (lock.IfHeldBy); --yes ends whoever holds KEY.
+// (lock.IfHeldBy): of a semaphore or read-write lock, each holder it
+// showed (up to lock.MaxListedPermits), one by one, and none that came
+// after; --yes ends whoever holds KEY, every holder of a semaphore or
+// read-write lock.
 //
 // watch follows the lock from the hand-off and turn messages lockkit sends
 // on the key's channels and, when the server has keyspace notifications

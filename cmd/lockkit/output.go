@@ -35,6 +35,7 @@ func ownerJSON(o lock.Owner) *jsonOwner {
 type jsonWaiter struct {
 	Owner    *jsonOwner `json:"owner"`
 	WaitedMS int64      `json:"waited_ms"`
+	Read     bool       `json:"read,omitempty"` // a queued RLock
 }
 
 // jsonInfo is a lock.LockInfo in -o json; durations in milliseconds.
@@ -43,11 +44,15 @@ type jsonInfo struct {
 	KeyBase64        string       `json:"key_base64,omitempty"`
 	Name             string       `json:"name"`
 	Node             string       `json:"node,omitempty"`
+	Kind             string       `json:"kind"`            // lock, semaphore or read-write
+	Limit            int          `json:"limit,omitempty"` // a semaphore's
 	Held             bool         `json:"held"`
 	Holder           *jsonOwner   `json:"holder,omitempty"`
 	HoldCount        int          `json:"hold_count"`
 	RemainingLeaseMS int64        `json:"remaining_lease_ms"`
 	Token            uint64       `json:"token"`
+	Holding          int          `json:"holding,omitempty"` // holders of a semaphore or read-write lock
+	Permits          []jsonPermit `json:"permits,omitempty"` // the first lock.MaxListedPermits of them
 	Reserved         bool         `json:"reserved"`
 	ReservedFor      *jsonOwner   `json:"reserved_for,omitempty"`
 	TurnLeftMS       int64        `json:"turn_left_ms,omitempty"`
@@ -61,7 +66,8 @@ type jsonInfo struct {
 
 func infoJSON(in lock.LockInfo) jsonInfo {
 	out := jsonInfo{
-		Name: in.Name, Node: in.Node,
+		Name: in.Name, Node: in.Node, Kind: in.Kind, Limit: in.Limit,
+		Holding: in.Holding, Permits: permitsJSON(in.Permits),
 		Held: in.Held, Holder: ownerJSON(in.Holder), HoldCount: in.HoldCount,
 		RemainingLeaseMS: in.RemainingLease.Milliseconds(), Token: in.Token,
 		Reserved: in.Reserved, ReservedFor: ownerJSON(in.ReservedFor), TurnLeftMS: in.TurnLeft.Milliseconds(),
@@ -72,7 +78,7 @@ func infoJSON(in lock.LockInfo) jsonInfo {
 		out.Key, out.KeyBase64 = display(in.Key), keyBase64(in.Key)
 	}
 	for _, w := range in.Waiters {
-		out.Waiters = append(out.Waiters, jsonWaiter{Owner: ownerJSON(w.Owner), WaitedMS: w.Waited.Milliseconds()})
+		out.Waiters = append(out.Waiters, jsonWaiter{Owner: ownerJSON(w.Owner), WaitedMS: w.Waited.Milliseconds(), Read: w.Read})
 	}
 	for _, n := range in.Nodes {
 		out.Nodes = append(out.Nodes, infoJSON(n))
@@ -112,7 +118,12 @@ func lsTable(w io.Writer, infos []lock.LockInfo) error {
 	fmt.Fprintln(tw, head)
 	for _, in := range infos {
 		holder, count, lease := in.Holder.String(), strconv.Itoa(in.HoldCount), dur(in.RemainingLease)
-		if !in.Held {
+		switch {
+		case shared(in) && in.Holder.ID == "":
+			holder, count, lease = holdersSummary(in), "-", "-"
+		case shared(in):
+			holder = holdersSummary(in)
+		case !in.Held:
 			holder, count, lease = "(reserved for "+in.ReservedFor.String()+")", "-", "-"
 		}
 		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d", display(keyOf(in)), holder, count, lease, token(in.Token), in.Waiting)
@@ -143,9 +154,12 @@ func showText(w io.Writer, in lock.LockInfo) error {
 	return tw.Flush()
 }
 
-// stateText writes a lock's state, holder and queue as "name:\tvalue" lines.
+// stateText writes a lock's state, holder and queue as "name:\tvalue"
+// lines; a semaphore's or read-write lock's kind and holders.
 func stateText(tw io.Writer, in lock.LockInfo) {
 	switch {
+	case shared(in):
+		sharedState(tw, in)
 	case in.Held:
 		fmt.Fprintf(tw, "state:\theld\n")
 		fmt.Fprintf(tw, "holder:\t%s\n", in.Holder)
@@ -162,7 +176,7 @@ func stateText(tw io.Writer, in lock.LockInfo) {
 	}
 	fmt.Fprintf(tw, "waiting:\t%d\n", in.Waiting)
 	for i, wt := range in.Waiters {
-		fmt.Fprintf(tw, "  %d.\t%s, waited %s\n", i+1, wt.Owner, dur(wt.Waited))
+		fmt.Fprintf(tw, "  %d.\t%s%s, waited %s\n", i+1, wt.Owner, readMark(wt), dur(wt.Waited))
 	}
 	if in.LastReleasedBy.ID != "" {
 		how := "released"

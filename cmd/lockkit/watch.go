@@ -118,8 +118,17 @@ const pollEvery = 100 * time.Millisecond
 
 // releaseOf reports the release or force-unlock that ended prev's hold, as
 // read in info, unless a message reported it already.
+// A semaphore or read-write lock may keep holders through a release: a
+// new last releaser tells it.
 func (c *cli) releaseOf(prev, info lock.LockInfo) (watchEvent, string, bool) {
-	if !prev.Held || info.Held && info.Holder == prev.Holder || info.LastReleasedBy.ID == "" {
+	switch {
+	case !prev.Held || info.LastReleasedBy.ID == "":
+		return watchEvent{}, "", false
+	case shared(prev) || shared(info):
+		if info.LastReleasedBy == prev.LastReleasedBy && info.Forced == prev.Forced {
+			return watchEvent{}, "", false
+		}
+	case info.Held && info.Holder == prev.Holder:
 		return watchEvent{}, "", false
 	}
 	by := info.LastReleasedBy
@@ -283,6 +292,8 @@ func (c *cli) emit(ev watchEvent, line string) error {
 func stateLine(in lock.LockInfo) string {
 	var b strings.Builder
 	switch {
+	case shared(in):
+		fmt.Fprintf(&b, "%s %s", in.Kind, sharedLine(in))
 	case in.Held:
 		fmt.Fprintf(&b, "held by %s (count %d, token %s)", in.Holder, in.HoldCount, token(in.Token))
 	case in.Reserved:
@@ -296,7 +307,7 @@ func stateLine(in lock.LockInfo) string {
 		if i == 0 {
 			sep = ": "
 		}
-		b.WriteString(sep + w.Owner.String())
+		b.WriteString(sep + w.Owner.String() + readMark(w))
 	}
 	return b.String()
 }

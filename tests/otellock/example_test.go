@@ -55,8 +55,8 @@ func Example() {
 		fmt.Println(strings.Join(append([]string{s.Name()}, attrs...), " "))
 	}
 	// Output:
-	// lock.acquire lock.name=orders:{id} lock.reentrant=false lock.operation=lock lock.acquire.outcome=acquired lock.acquire.waited=false
+	// lock.acquire lock.name=orders:{id} lock.reentrant=false lock.kind=lock lock.operation=lock lock.acquire.outcome=acquired lock.acquire.waited=false
 	// charge card
-	// lock.hold lock.name=orders:{id} lock.reentrant=false lock.hold.outcome=released
+	// lock.hold lock.name=orders:{id} lock.reentrant=false lock.kind=lock lock.hold.outcome=released
 	// POST /orders/:id/pay
 }

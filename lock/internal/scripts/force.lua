@@ -7,6 +7,8 @@
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4]  linger: how long (ms) the hash of a free lock stays
 -- ARGV[5]  the owner whose hold to end; '' for any
+-- ARGV[6]  'r' after share.lua's releases of the owners ARGV[7..], in the
+--          same MULTI (a semaphore or read-write lock); else missing
 --
 -- The hand-off is told to every Client with a queued waiter, so that
 -- one of them checks after the claim window that it was taken, as the
@@ -24,11 +26,46 @@
 -- Returns {0} when no one held the lock; {2, owner} when owner held it,
 -- not ARGV[5]; else {1, old owner, its token}, followed by the waiter and
 -- its token when the lock was handed over.
+--
+-- A semaphore or read-write lock (the hash has k: see share.lua) is not
+-- ended here: the reply is {3, Redis's time in ms}, then owner and field
+-- value of each holder whose lease has not ended, and the caller runs
+-- share.lua's release of each, then this script with ARGV[6] 'r', all in
+-- one MULTI. share.lua's release names the owner in r; with 'r' this
+-- script names the forcing Client there instead, as for a lock, so the
+-- old owner's unlock finds its hold gone rather than released. That call
+-- returns {3}.
+
+local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'q', 'k')
+if h[5] then
+  if ARGV[6] == 'r' then
+    local r = redis.call('HGET', KEYS[1], 'r')
+    for i = 7, #ARGV do
+      if r == ARGV[i] then
+        redis.call('HSET', KEYS[1], 'r', '!' .. ARGV[1])
+        break
+      end
+    end
+    return {3}
+  end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local res = {3, now}
+  local raw = redis.call('HGETALL', KEYS[1])
+  for i = 1, #raw, 2 do
+    if string.byte(raw[i], 1) == 61 then -- '=': a holder
+      if tonumber(string.match(raw[i + 1], ' (%d+)$') or '0') >= now then
+        res[#res + 1] = string.sub(raw[i], 2)
+        res[#res + 1] = raw[i + 1]
+      end
+    end
+  end
+  return res
+end
 
 --[[token.lua]]
 --[[queue.lua]]
 
-local h = redis.call('HMGET', KEYS[1], 'o', 'n', 't', 'q')
 if tonumber(h[2] or '0') == 0 then
   return {0}
 end
