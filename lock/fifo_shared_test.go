@@ -15,45 +15,40 @@ import (
 // across Clients; a queued writer holds up the readers after it, and the
 // readers behind a writer go in together when it leaves.
 
-// sharedCall is one Acquire, RLock or Lock started in the background.
-type sharedCall struct {
-	name   string
-	done   chan struct{}
-	ctx    context.Context
-	unlock lock.UnlockFunc
-	err    error
-	at     time.Time
+// pending is a call started with async, named for failures.
+type pending struct {
+	name string
+	done <-chan struct{}
+	*lockResult
 }
 
-func startShared(name string, f func() (context.Context, lock.UnlockFunc, error)) *sharedCall {
-	s := &sharedCall{name: name, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		s.ctx, s.unlock, s.err = f()
-		s.at = time.Now()
-	}()
-	return s
+// took waits for p's call to return and fails the test unless it took
+// the key.
+func took(t *testing.T, p *pending) {
+	t.Helper()
+	locktest.Within(t, p.done, 10*time.Second, p.name)
+	if p.err != nil {
+		t.Fatalf("%s: %v", p.name, p.err)
+	}
 }
 
-// held reports whether s returned, failing the test if it failed.
-func (s *sharedCall) held(t *testing.T) bool {
+func start(name string, f func() (context.Context, lock.UnlockFunc, error)) *pending {
+	done, res := async(f)
+	return &pending{name, done, res}
+}
+
+// returned reports whether p's call returned, failing the test if it
+// failed.
+func (p *pending) returned(t *testing.T) bool {
 	t.Helper()
 	select {
-	case <-s.done:
-		if s.err != nil {
-			t.Fatalf("%s: %v", s.name, s.err)
+	case <-p.done:
+		if p.err != nil {
+			t.Fatalf("%s: %v", p.name, p.err)
 		}
 		return true
 	default:
 		return false
-	}
-}
-
-func (s *sharedCall) wait(t *testing.T) {
-	t.Helper()
-	locktest.Within(t, s.done, 10*time.Second, s.name)
-	if s.err != nil {
-		t.Fatalf("%s: %v", s.name, s.err)
 	}
 }
 
@@ -70,10 +65,10 @@ func TestFIFOSemaphoreWaitersAcrossClients(t *testing.T) {
 		}
 		holders = append(holders, u)
 	}
-	var waiters []*sharedCall
+	var waiters []*pending
 	for i := range 4 {
 		c := clients[i%2]
-		waiters = append(waiters, startShared(fmt.Sprintf("waiter %d", i+1), func() (context.Context, lock.UnlockFunc, error) {
+		waiters = append(waiters, start(fmt.Sprintf("waiter %d", i+1), func() (context.Context, lock.UnlockFunc, error) {
 			return c.Acquire(ctx, key, 2)
 		}))
 		waitQueued(t, rdb, key, int64(i+1))
@@ -85,9 +80,9 @@ func TestFIFOSemaphoreWaitersAcrossClients(t *testing.T) {
 		} else {
 			_ = waiters[i-2].unlock()
 		}
-		w.wait(t)
+		took(t, w)
 		for _, later := range waiters[i+1:] {
-			if later.held(t) {
+			if later.returned(t) {
 				t.Fatalf("%s got a permit before %s", later.name, w.name)
 			}
 		}
@@ -108,22 +103,22 @@ func TestFIFOQueuedWriterHoldsUpLaterReadersWhoGoInTogether(t *testing.T) {
 	}
 	// Over a Lock's hash: the first reader turns the key into a
 	// read-write lock whose writer is that Lock.
-	var readers []*sharedCall
+	var readers []*pending
 	for i := range 3 {
 		c := []*lock.Client{a, b}[i%2]
-		readers = append(readers, startShared(fmt.Sprintf("reader %d", i+1), func() (context.Context, lock.UnlockFunc, error) {
+		readers = append(readers, start(fmt.Sprintf("reader %d", i+1), func() (context.Context, lock.UnlockFunc, error) {
 			return c.RLock(ctx, key)
 		}))
 		waitQueued(t, rdb, key, int64(i+1))
 	}
-	writer := startShared("writer 2", func() (context.Context, lock.UnlockFunc, error) { return b.Lock(ctx, key) })
+	writer := start("writer 2", func() (context.Context, lock.UnlockFunc, error) { return b.Lock(ctx, key) })
 	waitQueued(t, rdb, key, 4)
-	late := startShared("reader 4", func() (context.Context, lock.UnlockFunc, error) { return a.RLock(ctx, key) })
+	late := start("reader 4", func() (context.Context, lock.UnlockFunc, error) { return a.RLock(ctx, key) })
 	waitQueued(t, rdb, key, 5)
 
 	_ = wu()
 	for _, r := range readers {
-		r.wait(t) // together: none is released before all hold
+		took(t, r) // together: none is released before all hold
 	}
 	for _, r := range readers {
 		if r.ctx.Err() != nil {
@@ -131,19 +126,19 @@ func TestFIFOQueuedWriterHoldsUpLaterReadersWhoGoInTogether(t *testing.T) {
 		}
 	}
 	time.Sleep(200 * time.Millisecond) // room for a wrong hand-off to show
-	if writer.held(t) || late.held(t) {
+	if writer.returned(t) || late.returned(t) {
 		t.Fatal("the writer or the reader behind it got in with readers holding")
 	}
 	for _, r := range readers {
 		_ = r.unlock()
 	}
-	writer.wait(t)
+	took(t, writer)
 	time.Sleep(200 * time.Millisecond)
-	if late.held(t) {
+	if late.returned(t) {
 		t.Fatal("a reader got in with the writer holding")
 	}
 	_ = writer.unlock()
-	late.wait(t)
+	took(t, late)
 	_ = late.unlock()
 }
 

@@ -27,19 +27,6 @@ func mustShared(t *testing.T, key string) func(context.Context, lock.UnlockFunc,
 	}
 }
 
-// startShared runs acquire on a goroutine, as lockAsync runs Lock; acquired
-// waits for it.
-func startShared(acquire func(context.Context) (context.Context, lock.UnlockFunc, error)) (<-chan struct{}, *lockResult) {
-	done := make(chan struct{})
-	res := &lockResult{}
-	go func() {
-		defer close(done)
-		res.ctx, res.unlock, res.err = acquire(context.Background())
-		res.at = time.Now()
-	}()
-	return done, res
-}
-
 // waitLost waits until ctx ends with cause ErrLost (the watchdog's
 // renewal found the hold gone: within a third of a 1 s lease).
 func waitLost(t *testing.T, what string, ctx context.Context) {
@@ -65,7 +52,8 @@ func TestForceUnlockSemaphoreEndsEveryPermitAndHandsThemOn(t *testing.T) {
 	actx, unlockA, tokA := must(old.Acquire(ctx, key, 2, lease))
 	bctx, unlockB, tokB := must(old.Acquire(ctx, key, 2, lease))
 	w := locktest.NewClient(t, rdb, lock.WithOwnerLabel("w"))
-	wdone, wres := startShared(func(ctx context.Context) (context.Context, lock.UnlockFunc, error) {
+	wdone, wres := async(func() (context.Context, lock.UnlockFunc, error) {
+		ctx := context.Background()
 		return w.Acquire(ctx, key, 2)
 	})
 	waitQueued(t, rdb, key, 1)
@@ -149,7 +137,8 @@ func TestForceUnlockOwnWriterLetsQueuedReadersInTogether(t *testing.T) {
 	must := mustShared(t, key)
 	c := locktest.NewClient(t, rdb, lock.WithOwnerLabel("writer"))
 	_, unlockR, _ := must(c.RLock(ctx, key)) // makes key a read-write lock
-	wdone, wres := startShared(func(ctx context.Context) (context.Context, lock.UnlockFunc, error) {
+	wdone, wres := async(func() (context.Context, lock.UnlockFunc, error) {
+		ctx := context.Background()
 		return c.Lock(ctx, key)
 	})
 	waitQueued(t, rdb, key, 1)
@@ -160,7 +149,8 @@ func TestForceUnlockOwnWriterLetsQueuedReadersInTogether(t *testing.T) {
 	var dones []<-chan struct{}
 	for i := range 2 {
 		r := locktest.NewClient(t, rdb)
-		done, res := startShared(func(ctx context.Context) (context.Context, lock.UnlockFunc, error) {
+		done, res := async(func() (context.Context, lock.UnlockFunc, error) {
+			ctx := context.Background()
 			return r.RLock(ctx, key)
 		})
 		waitQueued(t, rdb, key, int64(i+1))
@@ -261,7 +251,8 @@ func TestForceUnlockSharedOnCluster(t *testing.T) {
 		t.Fatalf("listed %d semaphores, want %d", listed, len(keys))
 	}
 	w := locktest.NewClient(t, rdb, lock.WithOwnerLabel("w"))
-	wdone, wres := startShared(func(ctx context.Context) (context.Context, lock.UnlockFunc, error) {
+	wdone, wres := async(func() (context.Context, lock.UnlockFunc, error) {
+		ctx := context.Background()
 		return w.Acquire(ctx, keys[0], 1)
 	})
 	locktest.Eventually(t, 5*time.Second, "the waiter queued", func() bool {

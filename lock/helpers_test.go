@@ -100,14 +100,20 @@ type lockResult struct {
 }
 
 func lockAsync(c *lock.Client, ctx context.Context, key string, opts ...lock.LockOption) (<-chan struct{}, *lockResult) {
-	done := make(chan struct{})
-	res := &lockResult{}
+	return async(func() (context.Context, lock.UnlockFunc, error) { return c.Lock(ctx, key, opts...) })
+}
+
+// async runs acquire (a Lock, Acquire, RLock … call) on a goroutine; done
+// is closed when res has its outcome.
+func async(acquire func() (context.Context, lock.UnlockFunc, error)) (done <-chan struct{}, res *lockResult) {
+	ch := make(chan struct{})
+	res = &lockResult{}
 	go func() {
-		defer close(done)
-		res.ctx, res.unlock, res.err = c.Lock(ctx, key, opts...)
+		defer close(ch)
+		res.ctx, res.unlock, res.err = acquire()
 		res.at = time.Now()
 	}()
-	return done, res
+	return ch, res
 }
 
 // acquired waits for the Lock started by lockAsync to return, fails the

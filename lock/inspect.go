@@ -114,6 +114,9 @@ type Permit struct {
 	// Write tells the write hold of a read-write lock (a [Client.Lock] of
 	// its key); false for a read hold and for a semaphore's permit.
 	Write bool
+	// Handed tells a hold handed to a waiter that has not confirmed it
+	// yet: RemainingLease is then what is left of the claim window.
+	Handed bool
 }
 
 // Waiter is one queued [Client.Lock], [Client.Acquire] or [Client.RLock]
@@ -287,8 +290,8 @@ func parseShared(info LockInfo, k string, now int64, holders, waiters []any) (Lo
 }
 
 // parsePermit reads the field value v of holder owner of a shared key
-// ("<p|r|w> <hold count> <token> <lease end in ms>": see share.lua) at
-// Redis's time now.
+// ("<p|r|w> <hold count> <token> <lease end in ms>", the kind in capitals
+// while a hand-off is unconfirmed: see share.lua) at Redis's time now.
 func parsePermit(now int64, owner, v string) (Permit, error) {
 	f := strings.Fields(v)
 	if len(f) != 4 {
@@ -300,7 +303,8 @@ func parsePermit(now int64, owner, v string) (Permit, error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return Permit{}, fmt.Errorf("unexpected holder %q of %q: %w", v, owner, err)
 	}
-	return Permit{Owner: ParseOwner(owner), HoldCount: n, Token: tok, RemainingLease: msAfter(end, now), Write: f[0] == "w"}, nil
+	kind := strings.ToLower(f[0])
+	return Permit{Owner: ParseOwner(owner), HoldCount: n, Token: tok, RemainingLease: msAfter(end, now), Write: kind == "w", Handed: kind != f[0]}, nil
 }
 
 // parseWaiter reads one waiter of inspect.lua's reply (owner, deadline,

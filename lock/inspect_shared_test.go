@@ -13,9 +13,9 @@ import (
 // Inspect and List of semaphores and read-write locks: the kind, the
 // limit, the live holders and the queue, as Redis has them.
 
-// acquireAsync starts acquire on a goroutine and returns its outcome's
+// holdAsync starts acquire on a goroutine and returns its outcome's
 // channel; the hold is released when release is closed.
-func acquireAsync(t *testing.T, acquire func(context.Context) (context.Context, lock.UnlockFunc, error), release <-chan struct{}) <-chan error {
+func holdAsync(t *testing.T, acquire func(context.Context) (context.Context, lock.UnlockFunc, error), release <-chan struct{}) <-chan error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -65,7 +65,7 @@ func TestInspectSemaphoreShowsPermitsOfLimitAndQueue(t *testing.T) {
 	tokB, _ := lock.FencingToken(bctx, key)
 	release := make(chan struct{})
 	defer close(release)
-	acquireAsync(t, func(ctx context.Context) (context.Context, lock.UnlockFunc, error) {
+	holdAsync(t, func(ctx context.Context) (context.Context, lock.UnlockFunc, error) {
 		return w.Acquire(ctx, key, 2)
 	}, release)
 	waitQueued(t, rdb, key, 1)
@@ -126,11 +126,11 @@ func TestInspectReadWriteShowsReadersQueuedWriterThenWriter(t *testing.T) {
 	}
 	release := make(chan struct{})
 	defer close(release)
-	acquireAsync(t, func(ctx context.Context) (context.Context, lock.UnlockFunc, error) {
+	holdAsync(t, func(ctx context.Context) (context.Context, lock.UnlockFunc, error) {
 		return wr.Lock(ctx, key, lock.WithLease(10*time.Second))
 	}, release)
 	waitQueued(t, rdb, key, 1)
-	acquireAsync(t, func(ctx context.Context) (context.Context, lock.UnlockFunc, error) {
+	holdAsync(t, func(ctx context.Context) (context.Context, lock.UnlockFunc, error) {
 		return late.RLock(ctx, key)
 	}, release)
 	waitQueued(t, rdb, key, 2)
