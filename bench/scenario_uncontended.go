@@ -19,8 +19,14 @@ const (
 
 // uncontended is scenario 1: one worker takes and releases one key over
 // and over, nobody else around.
-func uncontended(cfg config) scenario {
-	t := newTable("1. Uncontended: one worker, sequential lock + unlock",
+func uncontended(config) scenario {
+	return uncontendedCase("1. Uncontended: one worker, sequential lock + unlock", nil)
+}
+
+// uncontendedCase is scenario 1's loop under title, for libs (the
+// libraries when nil).
+func uncontendedCase(title string, libs []library) scenario {
+	t := newTable(title,
 		"Round trips and commands are counted on the client's socket; Redis commands come from INFO commandstats "+
 			"and include those run inside scripts (the list below each table, from the last round). "+
 			redisUsecNote+
@@ -31,7 +37,7 @@ func uncontended(cfg config) scenario {
 			column{colRedisUsec, "Redis usec/pair", 1},
 			column{colRedisCPU, "Redis CPU/pair (µs)", 1})...,
 	)
-	return scenario{table: t, run: func(ctx context.Context, e *env, lib library) (figures, error) {
+	return scenario{table: t, libs: libs, run: func(ctx context.Context, e *env, lib library) (figures, error) {
 		return runUncontended(ctx, e, lib, t)
 	}}
 }
