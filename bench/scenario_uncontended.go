@@ -66,7 +66,8 @@ func runUncontended(ctx context.Context, e *env, lib library, t *table) (f figur
 	redis := after.since(before)
 	usec := redis.sentTime(sent)
 	t.detail[lib.name] = "Redis commands per pair: " + redis.breakdown(pairs) +
-		"; Redis time per call of the commands sent: " + usec.perCall(pairs, "pair")
+		"; Redis time per call of the commands sent: " + usec.perCall(pairs, "pair") +
+		"; usec per call of every command, scripts' too: " + redis.usecEach()
 	f[colRedisCommands] = float64(redis.commands()) / pairs
 	f[colRedisUsec] = usec.usec / pairs
 	f[colRedisCPU] = redis.cpu / pairs * 1e6
