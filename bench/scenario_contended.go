@@ -15,7 +15,9 @@ const (
 	colWait99    = "wait99"
 	colWaitMax   = "waitMax"
 	colJain      = "jain"
-	colMost      = "most" // the most workers that held the key at once
+	colMost      = "most"  // the most workers that held the key at once
+	colBusy      = "busy"  // % of the time the key's room was held: of its limit's worth, or the workers'
+	colCores     = "cores" // CPU time of the process and of Redis per second of the run
 )
 
 // contended is scenario 3: workers goroutines want one key all the time
@@ -53,7 +55,7 @@ func contendedCase(title string, libs []library, workers int, hold time.Duration
 	cols = append(append(cols, extra...), column{colLost, "locks lost", 0})
 	t := newTable(title,
 		"Wait is from a worker's lock call to its return; waits still open when the run ends count with the time "+
-			"waited so far. Handoff is from a release returning to the next holder's lock returning. "+
+			"waited so far. Handoff is from a release returning to the next holder's lock returning (none, \"—\", where several hold the key at once). "+
 			"Jain's index is over acquisitions per worker (1 = all equal). Round trips include the unlocks. "+
 			clientCPUNote+redisUsecNote+
 			"Locks lost: releases that found the lock gone.",
@@ -161,11 +163,17 @@ func runContended(ctx context.Context, e *env, lib library, t *table, workers in
 	}
 	redis := after.since(before)
 	usec := redis.sentTime(wire.sent)
+	var held time.Duration
+	for _, tn := range tenures {
+		held += tn.released.Sub(tn.acquired)
+	}
+	busy := held.Seconds() / elapsed.Seconds() / float64(min(lib.most(), workers))
+	clientCPU := cpu1 - cpu0
 	handoffs := handoffTimes(tenures)
 	acqs := float64(len(tenures))
 	t.detail[lib.name] = joinNotes(lost.note(), "Redis commands per acq: "+redis.breakdown(acqs),
 		"Redis time per call of the commands sent: "+usec.perCall(acqs, "acq"))
-	return figures{
+	f = figures{
 		colAcqPerSec: acqs / elapsed.Seconds(),
 		"wait50":     millis(percentile(waits, 0.50)),
 		colWait99:    millis(percentile(waits, 0.99)),
@@ -175,11 +183,18 @@ func runContended(ctx context.Context, e *env, lib library, t *table, workers in
 		colJain:      jain(perWorkerAcqs),
 		colRedisUsec: usec.usec / acqs,
 		colRedisCPU:  redis.cpu / acqs * 1e6,
-		colClientCPU: micros(cpu1-cpu0) / acqs,
+		colClientCPU: micros(clientCPU) / acqs,
 		"rt":         float64(wire.roundTrips) / acqs,
 		colLost:      lost.count(),
 		colMost:      float64(most.Load()),
-	}, nil
+		colBusy:      100 * busy,
+		colCores:     (clientCPU.Seconds() + redis.cpu) / elapsed.Seconds(),
+	}
+	if lib.most() > 1 { // holders overlap: there is no hand-off from one to the next
+		delete(f, "handoff50")
+		delete(f, "handoff99")
+	}
+	return f, nil
 }
 
 // handoffTimes returns, for every acquisition but the first, the time from

@@ -19,6 +19,16 @@ const (
 	memPermits = 3
 )
 
+// shareColumns are the columns scenario 8's contended cases add to
+// scenario 3's: how many held the key at once, how busy its permits were
+// (held from the take's return to the release's, over the run and the
+// limit, or the workers for readers; a lock's is one), and the CPU used.
+var shareColumns = []column{
+	{colMost, "most holders at once", 0},
+	{colBusy, "permits busy (%)", 0},
+	{colCores, "CPU used (cores, process + Redis)", 2},
+}
+
 // shares is scenario 8: Acquire with limit 1 beside Lock, uncontended;
 // shareWorkers workers on a semaphore of sharePermits beside as many on a
 // Lock, one client shared and then a client per worker; readers beside a
@@ -34,13 +44,13 @@ func shares() ([]scenario, []check) {
 	for _, perWorker := range []bool{false, true} {
 		where := fmt.Sprintf("W = %d workers, hold %v, %s", shareWorkers, shareHold, clientsOf(perWorker))
 		s := contendedCase(fmt.Sprintf("8. Permits scale: Lock of one key beside Acquire with limit %d, %s", sharePermits, where),
-			[]library{asLock, permits}, shareWorkers, shareHold, perWorker, column{colMost, "most holders at once", 0})
+			[]library{asLock, permits}, shareWorkers, shareHold, perWorker, shareColumns...)
 		scenarios = append(scenarios, s)
 		checks = append(checks, scaleChecks(s.table, permits, where)...)
 	}
 	scenarios = append(scenarios, contendedCase(
 		fmt.Sprintf("8. Readers: Lock of one key beside RLock, W = %d workers, hold %v, %s", shareWorkers, shareHold, clientsOf(false)),
-		[]library{asLock, asReaders}, shareWorkers, shareHold, false, column{colMost, "most holders at once", 0}))
+		[]library{asLock, asReaders}, shareWorkers, shareHold, false, shareColumns...))
 	return scenarios, checks
 }
 

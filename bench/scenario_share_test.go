@@ -59,14 +59,21 @@ func TestShareRowsHoldAsManyAsTheyMay(t *testing.T) {
 		{asSemaphore(4), 2, 4},
 		{asReaders, 2, 8},
 	} {
-		s := contendedCase("t", []library{tc.lib}, 8, 5*time.Millisecond, false, column{colMost, "", 0})
+		s := contendedCase("t", []library{tc.lib}, 8, 5*time.Millisecond, false, shareColumns...)
 		if err := runOne(context.Background(), e, s, tc.lib); err != nil {
 			t.Fatalf("%s: %v", tc.lib.name, err)
 		}
 		most, _ := s.table.median(tc.lib.name, colMost)
 		acqs, _ := s.table.median(tc.lib.name, colAcqPerSec)
+		busy, _ := s.table.median(tc.lib.name, colBusy)
 		if most < tc.min || most > tc.max || math.IsNaN(acqs) || acqs <= 0 {
 			t.Errorf("%s: %v held at once, %v acq/s; want %v to %v held, acquisitions", tc.lib.name, most, acqs, tc.min, tc.max)
+		}
+		if busy <= 0 || busy > 100 {
+			t.Errorf("%s: permits busy %v%%, want within (0, 100]", tc.lib.name, busy)
+		}
+		if _, ok := s.table.median(tc.lib.name, "handoff50"); ok != (tc.lib.most() == 1) {
+			t.Errorf("%s: a hand-off time is %v, want one only for a lock", tc.lib.name, ok)
 		}
 	}
 }
