@@ -20,6 +20,7 @@ type config struct {
 	locks       int           // scenario 5: locks held at once
 	heldLease   time.Duration // scenario 5
 	memKeys     int           // scenarios 7 and 9: distinct keys taken and released once each
+	shareHold   time.Duration // scenario 8's contended cases: how long each holder holds
 	scenarios   map[int]bool
 	redisServer string
 	cpuProfile  string
@@ -60,6 +61,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.locks, "locks", 10_000, "scenario 5: locks held at once")
 	fs.DurationVar(&cfg.heldLease, "held-lease", 3*time.Second, "scenario 5: lease (renewed every third of it)")
 	fs.IntVar(&cfg.memKeys, "memkeys", 1_000_000, "scenarios 7 and 9: distinct keys taken and released once each")
+	fs.DurationVar(&cfg.shareHold, "sharehold", time.Millisecond, "scenario 8's contended cases: how long each holder holds (the issue's target is for 1ms)")
 	only := fs.String("scenarios", "1,2,3,4,5,8",
 		"comma-separated scenarios to run (6, lockkit's modes, and 7 and 9, Redis memory, only when named; -smoke adds them)")
 	fs.StringVar(&cfg.redisServer, "redis-server", "redis-server", "redis-server binary")
@@ -114,7 +116,7 @@ func (cfg *config) finish(fs *flag.FlagSet, only string) error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"run", cfg.run}, {"hold", cfg.hold}, {"lease", cfg.lease}, {"held-lease", cfg.heldLease}} {
+	}{{"run", cfg.run}, {"hold", cfg.hold}, {"lease", cfg.lease}, {"held-lease", cfg.heldLease}, {"sharehold", cfg.shareHold}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("-%s %v: must be positive", d.name, d.v))
 		}

@@ -20,6 +20,7 @@ func TestParseFlagsRejectsBadValues(t *testing.T) {
 		{[]string{"-scenarios", "1,10"}, `"10" is not a scenario`},
 		{[]string{"-scenarios", "0"}, `"0" is not a scenario`},
 		{[]string{"-memkeys", "0"}, "-memkeys 0"},
+		{[]string{"-sharehold", "0s"}, "-sharehold 0s"},
 		{[]string{"-syscalls", "-pairs", "0"}, "-pairs 0"},
 		{[]string{"-child", "floor"}, "-child needs -child-addr"},
 		{[]string{"-scenarios", ""}, `"" is not a scenario`},

@@ -49,7 +49,7 @@ func plan(cfg config) ([]scenario, []check) {
 		checks = append(checks, memoryChecks(s.table, cfg.memKeys)...)
 	}
 	if cfg.scenarios[8] {
-		s, c := shares()
+		s, c := shares(cfg.shareHold)
 		scenarios = append(scenarios, s...)
 		checks = append(checks, c...)
 	}

@@ -18,6 +18,9 @@ const (
 	colMost      = "most"  // the most workers that held the key at once
 	colBusy      = "busy"  // % of the time the key's room was held: of its limit's worth, or the workers'
 	colCores     = "cores" // CPU time of the process and of Redis per second of the run
+	colHold50    = "hold50"
+	colRelease50 = "release50"
+	colRelease99 = "release99"
 )
 
 // contended is scenario 3: workers goroutines want one key all the time
@@ -66,9 +69,9 @@ func contendedCase(title string, libs []library, workers int, hold time.Duration
 	}}
 }
 
-// A tenure is one acquisition: when the holder's lock returned and when
-// its release returned.
-type tenure struct{ acquired, released time.Time }
+// A tenure is one acquisition: when the holder's lock returned, when it
+// called release after its hold, and when its release returned.
+type tenure struct{ acquired, releasing, released time.Time }
 
 // workerLog is what one worker saw.
 type workerLog struct {
@@ -131,11 +134,12 @@ func runContended(ctx context.Context, e *env, lib library, t *table, workers in
 				time.Sleep(hold)
 			}
 			holders.Add(-1)
+			t2 := time.Now()
 			if err := lost.check(release()); err != nil {
 				return err
 			}
 			log.waits = append(log.waits, t1.Sub(t0))
-			log.tenures = append(log.tenures, tenure{t1, time.Now()})
+			log.tenures = append(log.tenures, tenure{t1, t2, time.Now()})
 		}
 		return nil
 	})
@@ -164,8 +168,11 @@ func runContended(ctx context.Context, e *env, lib library, t *table, workers in
 	redis := after.since(before)
 	usec := redis.sentTime(wire.sent)
 	var held time.Duration
-	for _, tn := range tenures {
-		held += tn.released.Sub(tn.acquired)
+	holds := make([]time.Duration, len(tenures))
+	releases := make([]time.Duration, len(tenures))
+	for i, tn := range tenures {
+		held += minTime(tn.released, start.Add(elapsed)).Sub(tn.acquired)
+		holds[i], releases[i] = tn.releasing.Sub(tn.acquired), tn.released.Sub(tn.releasing)
 	}
 	busy := held.Seconds() / elapsed.Seconds() / float64(min(lib.most(), workers))
 	clientCPU := cpu1 - cpu0
@@ -187,6 +194,9 @@ func runContended(ctx context.Context, e *env, lib library, t *table, workers in
 		"rt":         float64(wire.roundTrips) / acqs,
 		colLost:      lost.count(),
 		colMost:      float64(most.Load()),
+		colHold50:    millis(percentile(holds, 0.5)),
+		colRelease50: millis(percentile(releases, 0.5)),
+		colRelease99: millis(percentile(releases, 0.99)),
 		colBusy:      100 * busy,
 		colCores:     (clientCPU.Seconds() + redis.cpu) / elapsed.Seconds(),
 	}
@@ -224,4 +234,11 @@ func runWorkers(n int, work func(i int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -10,9 +10,8 @@ import (
 
 const (
 	// shareWorkers want one key all the time in scenario 8's contended
-	// cases, each holding it shareHold.
+	// cases, each holding it for -sharehold.
 	shareWorkers = 32
-	shareHold    = time.Millisecond
 	// sharePermits is the limit of the semaphore whose permits scale.
 	sharePermits = 8
 	// memPermits is the limit of scenario 9's semaphores.
@@ -20,20 +19,27 @@ const (
 )
 
 // shareColumns are the columns scenario 8's contended cases add to
-// scenario 3's: how many held the key at once, how busy its permits were
-// (held from the take's return to the release's, over the run and the
-// limit, or the workers for readers; a lock's is one), and the CPU used.
+// scenario 3's: how many held the key at once; how busy its permits were
+// (held from the take's return to the release's, within the run, over
+// the run and the limit, or the workers for readers: a little over 100 %
+// when the next holders got the key before the releases returned); what
+// a holder's time is made of (its hold as slept, from the take's return
+// to the release call, and the release call); and the CPU used.
 var shareColumns = []column{
 	{colMost, "most holders at once", 0},
 	{colBusy, "permits busy (%)", 0},
+	{colHold50, "hold p50 (ms)", 2},
+	{colRelease50, "release p50 (ms)", 2},
+	{colRelease99, "release p99 (ms)", 2},
 	{colCores, "CPU used (cores, process + Redis)", 2},
 }
 
 // shares is scenario 8: Acquire with limit 1 beside Lock, uncontended;
 // shareWorkers workers on a semaphore of sharePermits beside as many on a
 // Lock, one client shared and then a client per worker; readers beside a
-// Lock. It returns the cases and the checks of their targets.
-func shares() ([]scenario, []check) {
+// Lock. The workers hold the key for hold each time. It returns the cases
+// and the checks of their targets.
+func shares(hold time.Duration) ([]scenario, []check) {
 	one := asSemaphore(1)
 	u := uncontendedCase("8. Uncontended, Lock beside Acquire with limit 1: one worker, sequential take + release of one key",
 		[]library{asLock, one})
@@ -42,15 +48,15 @@ func shares() ([]scenario, []check) {
 
 	permits := asSemaphore(sharePermits)
 	for _, perWorker := range []bool{false, true} {
-		where := fmt.Sprintf("W = %d workers, hold %v, %s", shareWorkers, shareHold, clientsOf(perWorker))
+		where := fmt.Sprintf("W = %d workers, hold %v, %s", shareWorkers, hold, clientsOf(perWorker))
 		s := contendedCase(fmt.Sprintf("8. Permits scale: Lock of one key beside Acquire with limit %d, %s", sharePermits, where),
-			[]library{asLock, permits}, shareWorkers, shareHold, perWorker, shareColumns...)
+			[]library{asLock, permits}, shareWorkers, hold, perWorker, shareColumns...)
 		scenarios = append(scenarios, s)
 		checks = append(checks, scaleChecks(s.table, permits, where)...)
 	}
 	scenarios = append(scenarios, contendedCase(
-		fmt.Sprintf("8. Readers: Lock of one key beside RLock, W = %d workers, hold %v, %s", shareWorkers, shareHold, clientsOf(false)),
-		[]library{asLock, asReaders}, shareWorkers, shareHold, false, shareColumns...))
+		fmt.Sprintf("8. Readers: Lock of one key beside RLock, W = %d workers, hold %v, %s", shareWorkers, hold, clientsOf(false)),
+		[]library{asLock, asReaders}, shareWorkers, hold, false, shareColumns...))
 	return scenarios, checks
 }
 

@@ -69,8 +69,8 @@ func TestShareRowsHoldAsManyAsTheyMay(t *testing.T) {
 		if most < tc.min || most > tc.max || math.IsNaN(acqs) || acqs <= 0 {
 			t.Errorf("%s: %v held at once, %v acq/s; want %v to %v held, acquisitions", tc.lib.name, most, acqs, tc.min, tc.max)
 		}
-		if busy <= 0 || busy > 100 {
-			t.Errorf("%s: permits busy %v%%, want within (0, 100]", tc.lib.name, busy)
+		if busy <= 0 || busy > 105 { // the next holder may get the key before a release returns
+			t.Errorf("%s: permits busy %v%%, want within (0, 105]", tc.lib.name, busy)
 		}
 		if _, ok := s.table.median(tc.lib.name, "handoff50"); ok != (tc.lib.most() == 1) {
 			t.Errorf("%s: a hand-off time is %v, want one only for a lock", tc.lib.name, ok)
