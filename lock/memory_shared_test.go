@@ -39,8 +39,9 @@ const (
 	sharedMemEvery = 50
 )
 
+// TestSharedKeysLeaveNoMemoryBehind loads the CPU on purpose: it does not
+// run in parallel with other tests (see TestMain).
 func TestSharedKeysLeaveNoMemoryBehind(t *testing.T) {
-	locktest.Timed(t)
 	srv, rdb := newReal(t)
 	admin := srv.Client(t) // INFO, DBSIZE and PTTL, beside the Client's own traffic
 	c := locktest.NewClient(t, rdb, lock.WithDefaultLease(sharedMemLease))
