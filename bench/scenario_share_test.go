@@ -66,11 +66,17 @@ func TestShareRowsHoldAsManyAsTheyMay(t *testing.T) {
 		most, _ := s.table.median(tc.lib.name, colMost)
 		acqs, _ := s.table.median(tc.lib.name, colAcqPerSec)
 		busy, _ := s.table.median(tc.lib.name, colBusy)
+		hold, _ := s.table.median(tc.lib.name, colHold50)
 		if most < tc.min || most > tc.max || math.IsNaN(acqs) || acqs <= 0 {
 			t.Errorf("%s: %v held at once, %v acq/s; want %v to %v held, acquisitions", tc.lib.name, most, acqs, tc.min, tc.max)
 		}
-		if busy <= 0 || busy > 105 { // the next holder may get the key before a release returns
-			t.Errorf("%s: permits busy %v%%, want within (0, 105]", tc.lib.name, busy)
+		// Over 100 % when the next holders get the key before the releases
+		// return, by as much as the machine delays the replies.
+		if busy <= 0 || math.IsNaN(busy) {
+			t.Errorf("%s: permits busy %v%%, want above 0", tc.lib.name, busy)
+		}
+		if hold < 5 {
+			t.Errorf("%s: hold p50 %v ms, want at least the 5 ms slept", tc.lib.name, hold)
 		}
 		if _, ok := s.table.median(tc.lib.name, "handoff50"); ok != (tc.lib.most() == 1) {
 			t.Errorf("%s: a hand-off time is %v, want one only for a lock", tc.lib.name, ok)
