@@ -27,11 +27,18 @@ type renewer interface {
 	lockRenewed(ctx context.Context, key string) (release func() error, err error)
 }
 
-// A library is one lock library under test.
+// A library is one lock library under test, or one way of lockkit's to
+// take a key (a row of issue 33's scenarios: Lock, Acquire, RLock).
 type library struct {
 	name string
 	open func(rdb *redis.Client, lease time.Duration) (locker, error)
+	// holders is how many may hold one key at once: a semaphore's limit,
+	// math.MaxInt for readers; 0 is 1, a lock.
+	holders int
 }
+
+// most returns how many may hold one key at once.
+func (l library) most() int { return max(l.holders, 1) }
 
 // libraries run in this order in every round.
 var libraries = []library{

@@ -17,9 +17,10 @@ func TestParseFlagsRejectsBadValues(t *testing.T) {
 		{[]string{"-hold", "-1s"}, "-hold -1s"},
 		{[]string{"-locks", "1"}, "-locks 1"},
 		{[]string{"-hold", "10s"}, "must be shorter than -lease 8s"},
-		{[]string{"-scenarios", "1,8"}, `"8" is not a scenario`},
+		{[]string{"-scenarios", "1,10"}, `"10" is not a scenario`},
 		{[]string{"-scenarios", "0"}, `"0" is not a scenario`},
 		{[]string{"-memkeys", "0"}, "-memkeys 0"},
+		{[]string{"-sharehold", "0s"}, "-sharehold 0s"},
 		{[]string{"-syscalls", "-pairs", "0"}, "-pairs 0"},
 		{[]string{"-child", "floor"}, "-child needs -child-addr"},
 		{[]string{"-scenarios", ""}, `"" is not a scenario`},
@@ -49,25 +50,38 @@ func TestSmokeDefaultsYieldToFlags(t *testing.T) {
 	}
 }
 
-func TestScenariosSixAndSevenOnlyWhenNamed(t *testing.T) {
+func TestScenariosSixSevenAndNineOnlyWhenNamed(t *testing.T) {
 	for _, tc := range []struct {
-		args     []string
-		six, sev bool
-		memKeys  int
+		args          []string
+		six, sev, nin bool
+		memKeys       int
 	}{
-		{nil, false, false, 1_000_000},
-		{[]string{"-scenarios", "7"}, false, true, 1_000_000},
-		{[]string{"-scenarios", "7", "-memkeys", "100000"}, false, true, 100_000},
-		{[]string{"-smoke"}, true, true, 2000},
-		{[]string{"-smoke", "-memkeys", "500"}, true, true, 500},
+		{nil, false, false, false, 1_000_000},
+		{[]string{"-scenarios", "7"}, false, true, false, 1_000_000},
+		{[]string{"-scenarios", "9"}, false, false, true, 1_000_000},
+		{[]string{"-scenarios", "7", "-memkeys", "100000"}, false, true, false, 100_000},
+		{[]string{"-smoke"}, true, true, true, 2000},
+		{[]string{"-smoke", "-memkeys", "500"}, true, true, true, 500},
 	} {
 		cfg, err := parseFlags(tc.args, io.Discard)
 		if err != nil {
 			t.Fatalf("parseFlags(%q): %v", tc.args, err)
 		}
-		if cfg.scenarios[6] != tc.six || cfg.scenarios[7] != tc.sev || cfg.memKeys != tc.memKeys {
-			t.Errorf("parseFlags(%q): scenarios %v, -memkeys %d; want 6: %v, 7: %v, -memkeys %d",
-				tc.args, cfg.scenarios, cfg.memKeys, tc.six, tc.sev, tc.memKeys)
+		if cfg.scenarios[6] != tc.six || cfg.scenarios[7] != tc.sev || cfg.scenarios[9] != tc.nin || cfg.memKeys != tc.memKeys {
+			t.Errorf("parseFlags(%q): scenarios %v, -memkeys %d; want 6: %v, 7: %v, 9: %v, -memkeys %d",
+				tc.args, cfg.scenarios, cfg.memKeys, tc.six, tc.sev, tc.nin, tc.memKeys)
+		}
+	}
+}
+
+func TestScenarioEightRunsByDefaultAndInSmoke(t *testing.T) {
+	for _, args := range [][]string{nil, {"-smoke"}} {
+		cfg, err := parseFlags(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cfg.scenarios[8] {
+			t.Errorf("parseFlags(%q): scenarios %v, want 8 among them", args, cfg.scenarios)
 		}
 	}
 }

@@ -30,7 +30,7 @@ func describe(ctx context.Context, cfg config, admin *redis.Client) (string, err
 		strings.TrimPrefix(runtime.Version(), "go"), server["Server"]["redis_version"])
 	fmt.Fprintf(&b, "- Libraries: %s\n", strings.Join(libraryVersions(), ", "))
 	fmt.Fprintf(&b, "- %d round(s), libraries interleaved in each (lockkit, redsync, redislock, floor); "+
-		"each cell is the median over the rounds with (min–max). Lease %v in scenarios 1-4.\n\n", cfg.rounds, cfg.lease)
+		"each cell is the median over the rounds with (min–max). Lease %v in scenarios 1-4 and 8.\n\n", cfg.rounds, cfg.lease)
 	return b.String(), nil
 }
 

@@ -1,11 +1,12 @@
 // Command bench runs lockkit side by side with redsync, bsm/redislock and
 // the floor (SET NX with a lease, compare-and-delete: one round trip each)
-// on one Redis, and prints the results as Markdown tables.
+// on one Redis, and lockkit's semaphores and read-write locks beside its
+// Lock, and prints the results as Markdown tables.
 //
 // From this folder:
 //
-//	go run .          # 3 interleaved rounds, about 5 minutes
-//	go run . -smoke   # under a minute: shows the harness works (CI)
+//	go run .          # 3 interleaved rounds, about 6 minutes
+//	go run . -smoke   # about a minute: shows the harness works (CI)
 //	go run . -syscalls  # system calls per lock + unlock of every library, under strace
 //	go run . -h       # the flags
 //

@@ -99,6 +99,28 @@ func (s redisStats) commands() int64 {
 // breakdown lists the commands per unit of work, most frequent first, e.g.
 // "evalsha 2, hget 2, del 1".
 func (s redisStats) breakdown(per float64) string {
+	cmds := s.byCalls()
+	parts := make([]string, len(cmds))
+	for i, cmd := range cmds {
+		parts[i] = cmd + " " + strconv.FormatFloat(float64(s.calls[cmd])/per, 'g', 3, 64)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// usecEach lists every command's usec per call, most frequent first, e.g.
+// "evalsha 19.1, hget 0.4": a script's commands counted by their own
+// names (and again in the script's).
+func (s redisStats) usecEach() string {
+	cmds := s.byCalls()
+	parts := make([]string, len(cmds))
+	for i, cmd := range cmds {
+		parts[i] = cmd + " " + strconv.FormatFloat(float64(s.usec[cmd])/float64(s.calls[cmd]), 'f', 2, 64)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// byCalls returns the commands, most calls first.
+func (s redisStats) byCalls() []string {
 	cmds := make([]string, 0, len(s.calls))
 	for cmd := range s.calls {
 		cmds = append(cmds, cmd)
@@ -106,11 +128,7 @@ func (s redisStats) breakdown(per float64) string {
 	slices.SortFunc(cmds, func(a, b string) int {
 		return cmp.Or(cmp.Compare(s.calls[b], s.calls[a]), strings.Compare(a, b))
 	})
-	parts := make([]string, len(cmds))
-	for i, cmd := range cmds {
-		parts[i] = cmd + " " + strconv.FormatFloat(float64(s.calls[cmd])/per, 'g', 3, 64)
-	}
-	return strings.Join(parts, ", ")
+	return cmds
 }
 
 // memSample is what INFO memory and keyspace say at one moment:

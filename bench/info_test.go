@@ -26,14 +26,17 @@ func TestParseStats(t *testing.T) {
 }
 
 func TestStatsSince(t *testing.T) {
-	before := redisStats{calls: map[string]int64{"evalsha": 10, "hget": 20}, cpu: 1}
-	after := redisStats{calls: map[string]int64{"evalsha": 30, "hget": 20, "del": 10}, cpu: 1.5}
+	before := redisStats{calls: map[string]int64{"evalsha": 10, "hget": 20}, usec: map[string]int64{"evalsha": 100, "hget": 20}, cpu: 1}
+	after := redisStats{calls: map[string]int64{"evalsha": 30, "hget": 20, "del": 10}, usec: map[string]int64{"evalsha": 500, "hget": 20, "del": 5}, cpu: 1.5}
 	d := after.since(before)
 	if d.cpu != 0.5 || d.commands() != 30 {
 		t.Fatalf("since = %+v, want cpu 0.5 and 30 commands", d)
 	}
 	if got, want := d.breakdown(10), "evalsha 2, del 1"; got != want {
 		t.Errorf("breakdown = %q, want %q", got, want)
+	}
+	if got, want := d.usecEach(), "evalsha 20.00, del 0.50"; got != want {
+		t.Errorf("usecEach = %q, want %q", got, want)
 	}
 }
 

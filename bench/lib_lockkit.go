@@ -11,18 +11,40 @@ import (
 )
 
 // lockkitLocker is lockkit with its defaults, but the scenario's lease.
-type lockkitLocker struct{ c *lock.Client }
+// It takes keys with take: Client.Lock when nil.
+type lockkitLocker struct {
+	c    *lock.Client
+	take taking
+}
+
+// A taking is a call of lockkit's that takes a key: Lock, Acquire with a
+// limit, RLock.
+type taking func(c *lock.Client, ctx context.Context, key string) (context.Context, lock.UnlockFunc, error)
 
 func openLockkit(rdb *redis.Client, lease time.Duration) (locker, error) {
-	c, err := lock.New(rdb, lock.WithDefaultLease(lease))
-	if err != nil {
-		return nil, err
+	return openTaking(nil)(rdb, lease)
+}
+
+// openTaking returns the opener of a lockkit Client whose locker takes
+// keys with take (Lock when nil).
+func openTaking(take taking) func(rdb *redis.Client, lease time.Duration) (locker, error) {
+	return func(rdb *redis.Client, lease time.Duration) (locker, error) {
+		c, err := lock.New(rdb, lock.WithDefaultLease(lease))
+		if err != nil {
+			return nil, err
+		}
+		return lockkitLocker{c: c, take: take}, nil
 	}
-	return lockkitLocker{c: c}, nil
 }
 
 func (l lockkitLocker) lock(ctx context.Context, key string) (func() error, error) {
-	_, unlock, err := l.c.Lock(ctx, key)
+	var unlock lock.UnlockFunc
+	var err error
+	if l.take == nil {
+		_, unlock, err = l.c.Lock(ctx, key)
+	} else {
+		_, unlock, err = l.take(l.c, ctx, key)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -63,11 +63,21 @@ type env struct {
 // key returns a Redis key no earlier run used.
 func (e *env) key(name string) string { return fmt.Sprintf("bench:%d:%s", e.runs, name) }
 
-// A scenario case is run for every library in every round, filling its
-// table. A library without the feature it needs returns errNotApplicable.
+// A scenario case is run for every library in every round (or for its
+// own rows), filling its table. A library without the feature it needs
+// returns errNotApplicable.
 type scenario struct {
 	table *table
 	run   func(ctx context.Context, e *env, lib library) (figures, error)
+	libs  []library // the rows it runs, in this order; nil: the libraries
+}
+
+// rows returns the libraries sc runs.
+func (sc scenario) rows() []library {
+	if sc.libs == nil {
+		return libraries
+	}
+	return sc.libs
 }
 
 func bench(ctx context.Context, cfg config, out, progress io.Writer) (err error) {
@@ -95,7 +105,7 @@ func bench(ctx context.Context, cfg config, out, progress io.Writer) (err error)
 	start := time.Now()
 	for round := 1; round <= cfg.rounds; round++ {
 		for _, sc := range scenarios {
-			for _, lib := range libraries {
+			for _, lib := range sc.rows() {
 				if err := runOne(ctx, e, sc, lib); err != nil {
 					return fmt.Errorf("round %d, %s, %s: %w", round, sc.table.title, lib.name, err)
 				}

@@ -48,5 +48,15 @@ func plan(cfg config) ([]scenario, []check) {
 		scenarios = append(scenarios, s)
 		checks = append(checks, memoryChecks(s.table, cfg.memKeys)...)
 	}
+	if cfg.scenarios[8] {
+		s, c := shares(cfg.shareHold)
+		scenarios = append(scenarios, s...)
+		checks = append(checks, c...)
+	}
+	if cfg.scenarios[9] {
+		s, c := sharedMemory(cfg.memKeys)
+		scenarios = append(scenarios, s)
+		checks = append(checks, c...)
+	}
 	return scenarios, checks
 }

@@ -39,8 +39,13 @@ const (
 // memory and keys are followed until they are back where they started, or
 // for one lease + 3 s at most.
 func memory(keys int) scenario {
-	t := newTable(fmt.Sprintf("7. Memory: %s distinct keys locked and released once each, %d workers on one shared client, lease %v",
-		formatNum(float64(keys), 0), memWorkers, memLease),
+	return memoryCase(fmt.Sprintf("7. Memory: %s distinct keys locked and released once each", formatNum(float64(keys), 0)), nil, keys)
+}
+
+// memoryCase is scenario 7's run for libs (the libraries when nil), under
+// a title that starts with what.
+func memoryCase(what string, libs []library, keys int) scenario {
+	t := newTable(fmt.Sprintf("%s, %d workers on one shared client, lease %v", what, memWorkers, memLease),
 		fmt.Sprintf("On a Redis emptied with FLUSHALL, every worker first locks and releases %d keys of its own, so that "+
 			"the client's connections are open; the start is read %v later, when Redis has trimmed the idle "+
 			"connections' buffers. Memory is INFO memory's used_memory, keys are DBSIZE and keys without TTL are "+
@@ -62,7 +67,7 @@ func memory(keys int) scenario {
 		column{colLost, "locks lost", 0},
 	)
 	t.infinite[colMemBack] = fmt.Sprintf("not within %d MiB", memWithinMiB)
-	return scenario{table: t, run: func(ctx context.Context, e *env, lib library) (figures, error) {
+	return scenario{table: t, libs: libs, run: func(ctx context.Context, e *env, lib library) (figures, error) {
 		return runMemory(ctx, e, lib, t, keys)
 	}}
 }

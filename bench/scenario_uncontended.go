@@ -19,8 +19,14 @@ const (
 
 // uncontended is scenario 1: one worker takes and releases one key over
 // and over, nobody else around.
-func uncontended(cfg config) scenario {
-	t := newTable("1. Uncontended: one worker, sequential lock + unlock",
+func uncontended(config) scenario {
+	return uncontendedCase("1. Uncontended: one worker, sequential lock + unlock", nil)
+}
+
+// uncontendedCase is scenario 1's loop under title, for libs (the
+// libraries when nil).
+func uncontendedCase(title string, libs []library) scenario {
+	t := newTable(title,
 		"Round trips and commands are counted on the client's socket; Redis commands come from INFO commandstats "+
 			"and include those run inside scripts (the list below each table, from the last round). "+
 			redisUsecNote+
@@ -31,7 +37,7 @@ func uncontended(cfg config) scenario {
 			column{colRedisUsec, "Redis usec/pair", 1},
 			column{colRedisCPU, "Redis CPU/pair (µs)", 1})...,
 	)
-	return scenario{table: t, run: func(ctx context.Context, e *env, lib library) (figures, error) {
+	return scenario{table: t, libs: libs, run: func(ctx context.Context, e *env, lib library) (figures, error) {
 		return runUncontended(ctx, e, lib, t)
 	}}
 }
@@ -60,7 +66,8 @@ func runUncontended(ctx context.Context, e *env, lib library, t *table) (f figur
 	redis := after.since(before)
 	usec := redis.sentTime(sent)
 	t.detail[lib.name] = "Redis commands per pair: " + redis.breakdown(pairs) +
-		"; Redis time per call of the commands sent: " + usec.perCall(pairs, "pair")
+		"; Redis time per call of the commands sent: " + usec.perCall(pairs, "pair") +
+		"; usec per call of every command, scripts' too: " + redis.usecEach()
 	f[colRedisCommands] = float64(redis.commands()) / pairs
 	f[colRedisUsec] = usec.usec / pairs
 	f[colRedisCPU] = redis.cpu / pairs * 1e6

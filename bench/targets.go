@@ -24,15 +24,20 @@ var peers = []string{"redsync", "redislock"}
 // ratioCheck compares lockkit's median of key with ref's, scaled by k:
 // lockkit ≥ k·ref when higher is better, ≤ k·ref otherwise.
 func ratioCheck(t *table, what, key string, k float64, ref string, refValue func() (float64, bool), higher bool) check {
+	return rowRatioCheck(t, "lockkit", what, key, k, ref, refValue, higher)
+}
+
+// rowRatioCheck is ratioCheck for the table's row row.
+func rowRatioCheck(t *table, row, what, key string, k float64, ref string, refValue func() (float64, bool), higher bool) check {
 	return func() verdict {
 		v := verdict{target: what}
-		mine, ok1 := t.median("lockkit", key)
+		mine, ok1 := t.median(row, key)
 		theirs, ok2 := refValue()
 		if !ok1 || !ok2 || theirs == 0 {
 			return v
 		}
 		v.known = true
-		v.measured = fmt.Sprintf("lockkit %s, %s %s: %.3f×", formatNum(mine, 2), ref, formatNum(theirs, 2), mine/theirs)
+		v.measured = fmt.Sprintf("%s %s, %s %s: %.3f×", row, formatNum(mine, 2), ref, formatNum(theirs, 2), mine/theirs)
 		if higher {
 			v.met = mine >= k*theirs
 		} else {
@@ -45,10 +50,15 @@ func ratioCheck(t *table, what, key string, k float64, ref string, refValue func
 // limitCheck compares lockkit's median of key with a bound, and shows it
 // with decimals places.
 func limitCheck(t *table, what, key string, decimals int, ok func(float64) bool) check {
+	return rowLimitCheck(t, "lockkit", what, key, decimals, ok)
+}
+
+// rowLimitCheck is limitCheck for the table's row row.
+func rowLimitCheck(t *table, row, what, key string, decimals int, ok func(float64) bool) check {
 	return func() verdict {
 		v := verdict{target: what}
-		if mine, found := t.median("lockkit", key); found {
-			v.measured, v.met, v.known = "lockkit "+formatNum(mine, decimals), ok(mine), true
+		if mine, found := t.median(row, key); found {
+			v.measured, v.met, v.known = row+" "+formatNum(mine, decimals), ok(mine), true
 		}
 		return v
 	}
@@ -130,10 +140,16 @@ func heldChecks(t *table, locks int) []check {
 }
 
 func memoryChecks(t *table, keys int) []check {
+	return rowMemoryChecks(t, "7.", "lockkit", "keys locked and released", keys)
+}
+
+// rowMemoryChecks are the targets of a memory scenario (number n, such as
+// "7.") for the table's row row, whose keys are what.
+func rowMemoryChecks(t *table, n, row, what string, keys int) []check {
 	return []check{
-		limitCheck(t, fmt.Sprintf("7. %s keys locked and released: used_memory one lease + 1.5 s later within %d MiB of the start (change, MiB)",
-			formatNum(float64(keys), 0), memWithinMiB), colMemAfterLease, 2, func(v float64) bool { return math.Abs(v) <= memWithinMiB }),
-		limitCheck(t, "7. no key left without a TTL", colMemNoTTL, 0, func(v float64) bool { return v == 0 }),
+		rowLimitCheck(t, row, fmt.Sprintf("%s %s %s: used_memory one lease + 1.5 s later within %d MiB of the start (change, MiB)",
+			n, formatNum(float64(keys), 0), what, memWithinMiB), colMemAfterLease, 2, func(v float64) bool { return math.Abs(v) <= memWithinMiB }),
+		rowLimitCheck(t, row, n+" no key left without a TTL", colMemNoTTL, 0, func(v float64) bool { return v == 0 }),
 	}
 }
 
