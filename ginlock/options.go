@@ -118,9 +118,10 @@ func WithValue(name string, fn func(c *gin.Context) string) Option {
 }
 
 // newConfig applies opts and checks them against the parsed template t,
-// to which it binds the WithValue functions.
-func newConfig(t *template, opts []Option) (config, error) {
-	cfg := config{conflictStatus: http.StatusConflict, acquireTimeout: DefaultAcquireTimeout, retryAfter: DefaultRetryAfter}
+// to which it binds the WithValue functions; status is the default of
+// the answer to a full key.
+func newConfig(t *template, status int, opts []Option) (config, error) {
+	cfg := config{conflictStatus: status, acquireTimeout: DefaultAcquireTimeout, retryAfter: DefaultRetryAfter}
 	for i, o := range opts {
 		if o == nil {
 			return cfg, fmt.Errorf("option %d is nil", i)
