@@ -124,4 +124,13 @@
 // the other answers are those of [New]. All Limits of a key pass the same
 // limit, and no New or Wrap uses it: a request that takes it otherwise
 // while it is held gets 500.
+//
+// # Readers and writers
+//
+// [RLock] holds the key shared, for routes that read what a route under
+// New with the same template writes: readers run together, never while
+// a writer holds the key or waits for it.
+//
+//	r.GET("/config/:id", ginlock.RLock(locker, "config:{id}"), readConfig)
+//	r.PUT("/config/:id", ginlock.New(locker, "config:{id}"), writeConfig)
 package ginlock

@@ -13,8 +13,8 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// Option configures the middleware made by [New], [Wrap] or [Limit];
-// [Validate] checks options too.
+// Option configures the middleware made by [New], [Wrap], [Limit] or
+// [RLock]; [Validate] checks options too.
 type Option func(*config)
 
 type config struct {
