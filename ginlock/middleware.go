@@ -128,7 +128,8 @@ func mustMiddleware(fn string, key string, opts []Option, k kind) *middleware {
 }
 
 // Validate reports whether [New] accepts the key template key with opts,
-// and if not, why: the error names the template and the problem.
+// and if not, why: the error names the template and the problem. [Wrap],
+// [Limit] and [RLock] accept the same templates and options.
 func Validate(key string, opts ...Option) error {
 	_, err := newMiddleware(key, http.StatusConflict, opts)
 	return err
