@@ -1,5 +1,6 @@
 // Package ginlock is gin middleware that lets one request at a time, across
-// all replicas of a service, run a route for the same resource.
+// all replicas of a service, run a route for the same resource ([New]),
+// or at most N at a time ([Limit]).
 //
 // Declare the lock on the route with a key template:
 //
@@ -108,4 +109,28 @@
 // before they reach the key (case, leading zeros, Unicode forms), for
 // example in a [WithValue] function: the middleware escapes values but
 // does not interpret them.
+//
+// # Limits per key
+//
+// [Limit] lets up to N requests with the same key run at once, across
+// replicas, instead of one: each holds one of N permits of a counting
+// semaphore of package lock ([lock.Client.Acquire]) while its chain runs.
+//
+//	r.POST("/reports", ginlock.Limit(locker, "reports:{header.X-Tenant}", 3), report)
+//
+// A request beyond the limit is answered 429 Too Many Requests with
+// Retry-After and a problem body, or waits its turn with [WithWait]. Key
+// templates, options, the hold while the handler runs, its release and
+// the other answers are those of [New]. All Limits of a key pass the same
+// limit, and no New or Wrap uses it: a request that takes it otherwise
+// while it is held gets 500.
+//
+// # Readers and writers
+//
+// [RLock] holds the key shared, for routes that read what a route under
+// New with the same template writes: readers run together, never while
+// a writer holds the key or waits for it.
+//
+//	r.GET("/config/:id", ginlock.RLock(locker, "config:{id}"), readConfig)
+//	r.PUT("/config/:id", ginlock.New(locker, "config:{id}"), writeConfig)
 package ginlock

@@ -92,3 +92,28 @@ func ExampleWithWait() {
 	fmt.Println(w.Code)
 	// Prints: 204
 }
+
+func ExampleLimit() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+	locker, _ := lock.New(rdb)
+	defer locker.Close()
+
+	r := gin.New()
+	// At most 3 report generations per tenant at a time, across replicas.
+	r.POST("/reports", ginlock.Limit(locker, "reports:{header.X-Tenant}", 3), func(c *gin.Context) {
+		c.String(http.StatusOK, "report")
+	})
+
+	// Other replicas run 3 reports of tenant acme right now.
+	for range 3 {
+		_, unlock, _ := locker.Acquire(context.Background(), "reports:acme", 3)
+		defer unlock()
+	}
+	req := httptest.NewRequest(http.MethodPost, "/reports", nil)
+	req.Header.Set("X-Tenant", "acme")
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, req)
+	fmt.Println(w.Code, w.Header().Get("Content-Type"), "Retry-After:", w.Header().Get("Retry-After"))
+	// Prints: 429 application/problem+json Retry-After: 1
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/gin-gonic/gin"
 
@@ -76,7 +77,7 @@ import (
 // problems as an error. Nothing is checked per request that could be
 // checked here.
 func New(locker lock.Locker, key string, opts ...Option) gin.HandlerFunc {
-	m := mustMiddleware("New", locker, key, opts)
+	m := mustMiddleware("New", key, opts, lockKind(locker))
 	return func(c *gin.Context) { m.serve(c, nil) }
 }
 
@@ -103,18 +104,18 @@ func Wrap(locker lock.Locker, key string, h gin.HandlerFunc, opts ...Option) gin
 	if h == nil {
 		panic(fmt.Errorf("ginlock: Wrap(%q): nil handler", key))
 	}
-	m := mustMiddleware("Wrap", locker, key, opts)
+	m := mustMiddleware("Wrap", key, opts, lockKind(locker))
 	return func(c *gin.Context) { m.serve(c, h) }
 }
 
-// mustMiddleware is the middleware of New and Wrap (named by fn), or a
-// panic naming the problem.
-func mustMiddleware(fn string, locker lock.Locker, key string, opts []Option) *middleware {
-	m, err := newMiddleware(key, opts)
-	if err == nil && isNil(locker) {
-		err = fmt.Errorf("ginlock: %s(nil Locker, %q)", fn, key)
+// mustMiddleware is the middleware of the constructor fn holding key as
+// k says, or a panic naming the problem.
+func mustMiddleware(fn string, key string, opts []Option, k kind) *middleware {
+	m, err := newMiddleware(key, k.status, opts)
+	if err == nil && isNil(k.locker) {
+		err = fmt.Errorf("ginlock: %s(nil %s, %q)", fn, k.iface, key)
 	}
-	if c, ok := locker.(integrated); ok && err == nil {
+	if c, ok := k.locker.(integrated); ok && err == nil {
 		if err = c.Integration().CheckLockOptions(m.cfg.lockOpts...); err != nil {
 			err = fmt.Errorf("ginlock: template %q: WithLockOptions: %w", key, err)
 		}
@@ -122,14 +123,15 @@ func mustMiddleware(fn string, locker lock.Locker, key string, opts []Option) *m
 	if err != nil {
 		panic(err)
 	}
-	m.locker = locker
+	m.kind = k
 	return m
 }
 
 // Validate reports whether [New] accepts the key template key with opts,
-// and if not, why: the error names the template and the problem.
+// and if not, why: the error names the template and the problem. [Wrap],
+// [Limit] and [RLock] accept the same templates and options.
 func Validate(key string, opts ...Option) error {
-	_, err := newMiddleware(key, opts)
+	_, err := newMiddleware(key, http.StatusConflict, opts)
 	return err
 }
 
@@ -139,23 +141,20 @@ type integrated interface {
 	Integration() lock.Integration
 }
 
-func isNil(l lock.Locker) bool {
-	c, ok := l.(*lock.Client)
-	return l == nil || ok && c == nil
-}
-
 type middleware struct {
-	locker lock.Locker
-	tmpl   *template
-	cfg    config
+	kind
+	tmpl *template
+	cfg  config
 }
 
-func newMiddleware(key string, opts []Option) (*middleware, error) {
+// newMiddleware parses key and applies opts; status is the default of
+// the answer to a full key.
+func newMiddleware(key string, status int, opts []Option) (*middleware, error) {
 	t, err := parseTemplate(key)
 	if err != nil {
 		return nil, fmt.Errorf("ginlock: template %q: %w", key, err)
 	}
-	cfg, err := newConfig(t, opts)
+	cfg, err := newConfig(t, status, opts)
 	if err != nil {
 		return nil, fmt.Errorf("ginlock: template %q: %w", key, err)
 	}
@@ -238,18 +237,6 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 	} else {
 		h(c)
 	}
-}
-
-// acquire takes key for a request whose context is ctx, within the
-// acquisition bound (and ctx's cancellation, deadline included).
-func (m *middleware) acquire(ctx context.Context, key string) (context.Context, lock.UnlockFunc, error) {
-	if _, ok := ctx.Deadline(); ok {
-		ctx = noDeadline{ctx}
-	}
-	if m.cfg.waitSet {
-		return m.locker.Lock(ctx, key, m.cfg.lockOpts...)
-	}
-	return m.locker.TryLock(ctx, key, m.cfg.lockOpts...)
 }
 
 // fail turns the request away: the chain is aborted and the failure

@@ -13,8 +13,8 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// Option configures the middleware made by [New]; [Validate] checks
-// options too.
+// Option configures the middleware made by [New], [Wrap], [Limit] or
+// [RLock]; [Validate] checks options too.
 type Option func(*config)
 
 type config struct {
@@ -35,8 +35,8 @@ type namedValue struct {
 	fn   func(*gin.Context) string
 }
 
-// WithWait makes a request whose key is held wait up to d for it, instead
-// of being answered at once. When d passes, or the request's context ends
+// WithWait makes a request whose key is held (for [Limit]: by limit
+// requests) wait up to d for it, instead of being answered at once. When d passes, or the request's context ends
 // first (the client went away), the request gets the conflict answer. d
 // bounds the whole acquisition, Redis calls included: when Redis does not
 // answer within d the request gets 503. d must be positive. Default: no
@@ -73,7 +73,8 @@ func WithRetryAfter(d time.Duration) Option {
 // WithConflictStatus sets the HTTP status of the answer to a request whose
 // key is held, such as [http.StatusLocked] or
 // [http.StatusTooManyRequests]. It must be a 4xx or 5xx status known to
-// [http.StatusText]. Default [http.StatusConflict] (409). A failure
+// [http.StatusText]. Default [http.StatusConflict] (409), and
+// [http.StatusTooManyRequests] (429) for [Limit]. A failure
 // handler set with [WithFailureHandler] replaces the answer, status
 // included.
 func WithConflictStatus(code int) Option {
@@ -84,8 +85,8 @@ func WithConflictStatus(code int) Option {
 // away, instead of the default RFC 9457 problem body. err tells why:
 //   - it matches [ErrMissingValue] when a key value is missing or empty;
 //   - it matches [lock.ErrNotObtained] when another request holds the key
-//     (use [errors.As] with [*lock.NotObtainedError] for the holder's
-//     remaining lease);
+//     (for [Limit]: limit requests hold it; use [errors.As] with
+//     [*lock.NotObtainedError] for the holder's remaining lease);
 //   - otherwise the lock could not be taken: Redis is unreachable or
 //     failing, the [lock.Client] is closed, or the lock options are
 //     invalid ([lock.ErrInvalid]).
@@ -118,9 +119,10 @@ func WithValue(name string, fn func(c *gin.Context) string) Option {
 }
 
 // newConfig applies opts and checks them against the parsed template t,
-// to which it binds the WithValue functions.
-func newConfig(t *template, opts []Option) (config, error) {
-	cfg := config{conflictStatus: http.StatusConflict, acquireTimeout: DefaultAcquireTimeout, retryAfter: DefaultRetryAfter}
+// to which it binds the WithValue functions; status is the default of
+// the answer to a full key.
+func newConfig(t *template, status int, opts []Option) (config, error) {
+	cfg := config{conflictStatus: status, acquireTimeout: DefaultAcquireTimeout, retryAfter: DefaultRetryAfter}
 	for i, o := range opts {
 		if o == nil {
 			return cfg, fmt.Errorf("option %d is nil", i)

@@ -37,7 +37,7 @@ func (m *middleware) answer(c *gin.Context, err error) {
 		}
 		c.Header("Retry-After", strconv.Itoa(secs))
 		writeProblem(c, m.cfg.conflictStatus,
-			"another request holds the lock on this resource; retry in "+strconv.Itoa(secs)+" s")
+			m.full+"; retry in "+strconv.Itoa(secs)+" s")
 	case errors.Is(err, lock.ErrInvalid), errors.Is(err, errMisconfigured):
 		writeProblem(c, http.StatusInternalServerError, "the lock for this resource is misconfigured")
 	default:

@@ -3,8 +3,6 @@ package ginlock
 import (
 	"context"
 	"sync"
-
-	"github.com/lockkit/lockkit/lock"
 )
 
 // wraps counts the Wraps running that re-entered a request's hold, taken
@@ -14,7 +12,7 @@ import (
 // chain (behind a timeout middleware) holds the key while its handler
 // runs, as a Wrap without an outer middleware does.
 type wraps struct {
-	locker lock.Locker // of the hold; a Wrap of another Locker (or of one not comparable) does not enter
+	locker any // of the hold; a Wrap of another Locker (or of one not comparable) does not enter
 	mu     sync.Mutex
 	n      int    // Wraps running
 	ended  bool   // the chain returned: no more Wraps enter
@@ -26,7 +24,7 @@ type wrapsKey struct{ key string }
 
 // enclosing returns the wraps of the innermost hold of key that an outer
 // ginlock middleware using locker put in ctx, or nil.
-func enclosing(ctx context.Context, locker lock.Locker, key string) *wraps {
+func enclosing(ctx context.Context, locker any, key string) *wraps {
 	w, _ := ctx.Value(wrapsKey{key}).(*wraps)
 	if w == nil || !same(w.locker, locker) {
 		return nil
