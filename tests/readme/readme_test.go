@@ -108,6 +108,13 @@ func TestGinSnippet(t *testing.T) {
 		t.Fatalf("pay: %d", w.Code)
 	}
 	w = httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/exports", nil)
+	req.Header.Set("X-Tenant", "acme")
+	r.ServeHTTP(w, req)
+	if w.Code != http.StatusOK {
+		t.Fatalf("exports: %d", w.Code)
+	}
+	w = httptest.NewRecorder()
 	r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/reports", nil))
 	if w.Code != http.StatusBadRequest { // no authenticated user
 		t.Fatalf("reports without a user: %d, want 400", w.Code)

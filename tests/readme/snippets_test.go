@@ -48,9 +48,10 @@ func permits(ctx context.Context, locker *lock.Client, tenant string, report fun
 	return report(ctx) // RLock(ctx, "config") and Lock(ctx, "config") read and write
 }
 
-func ginRoutes(locker lock.Locker, pay, report gin.HandlerFunc) *gin.Engine {
+func ginRoutes(locker *lock.Client, pay, report gin.HandlerFunc) *gin.Engine {
 	r := gin.New()
 	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), pay)
+	r.POST("/exports", ginlock.Limit(locker, "exports:{header.X-Tenant}", 3), report) // 3 per tenant at once
 
 	// Wait up to 2 s instead of answering 409; lock per authenticated user.
 	r.POST("/reports", ginlock.New(locker, "reports:{value.user}",
