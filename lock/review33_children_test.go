@@ -19,7 +19,8 @@ import (
 // runs the tests. what is hold-p (a permit of limit), hold-r (a read
 // hold), wait-p, wait-r or wait-w (a Lock); a holder says "held" once it holds, a
 // waiter "queued" once key's queue in Redis has want waiters. Either then
-// waits until it is killed. init runs it before TestMain, so this needs no
+// waits until it is killed; a holder whose context ends pushes its cause
+// onto the list r33Events(key). init runs it before TestMain, so this needs no
 // change to the package's TestMain.
 func init() {
 	if v := os.Getenv("LOCKKIT_R33_CHILD"); v != "" {
@@ -32,6 +33,10 @@ func init() {
 func r33Env(what, addr, key string, limit int, lease time.Duration, want int) string {
 	return fmt.Sprintf("LOCKKIT_R33_CHILD=%s %s %s %d %d %d", what, addr, key, limit, lease.Milliseconds(), want)
 }
+
+// r33Events is the list where a child holder of key tells how its hold
+// ended.
+func r33Events(key string) string { return "r33:" + key + ":events" }
 
 func r33Child(v string) {
 	f := strings.Fields(v)
@@ -68,7 +73,10 @@ func r33Child(v string) {
 			fmt.Println("error:", err)
 			os.Exit(1)
 		}
-		_ = lctx
+		go func() { // tells the test how the hold ended, if it does
+			<-lctx.Done()
+			rdb.RPush(context.Background(), r33Events(key), fmt.Sprint(context.Cause(lctx)))
+		}()
 		fmt.Println("held")
 		select {}
 	}
