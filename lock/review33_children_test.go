@@ -20,7 +20,8 @@ import (
 // hold), wait-p, wait-r or wait-w (a Lock); a holder says "held" once it holds, a
 // waiter "queued" once key's queue in Redis has want waiters. Either then
 // waits until it is killed; a holder whose context ends pushes its cause
-// onto the list r33Events(key). init runs it before TestMain, so this needs no
+// onto the list r33Events(key), a waiter "got <error>" once its call
+// returns. init runs it before TestMain, so this needs no
 // change to the package's TestMain.
 func init() {
 	if v := os.Getenv("LOCKKIT_R33_CHILD"); v != "" {
@@ -80,7 +81,10 @@ func r33Child(v string) {
 		fmt.Println("held")
 		select {}
 	}
-	go func() { _, _ = take() }()
+	go func() {
+		_, err := take()
+		rdb.RPush(context.Background(), r33Events(key), fmt.Sprint("got ", err))
+	}()
 	for rdb.LLen(context.Background(), "lockkit:{"+key+"}:queue").Val() < int64(want) {
 		time.Sleep(2 * time.Millisecond)
 	}
