@@ -17,12 +17,12 @@ import (
 // LOCKKIT_R33_CHILD="<what> <addr> <key> <limit> <lease ms> <want>"
 // (locktest.StartChild) takes or waits for a shared hold of key and never
 // runs the tests. what is hold-p (a permit of limit), hold-r (a read
-// hold), wait-p, wait-r or wait-w (a Lock); a holder says "held" once it holds, a
-// waiter "queued" once key's queue in Redis has want waiters. Either then
-// waits until it is killed; a holder whose context ends pushes its cause
-// onto the list r33Events(key), a waiter "got <error>" once its call
-// returns. init runs it before TestMain, so this needs no
-// change to the package's TestMain.
+// hold), wait-p, wait-r or wait-w (a Lock); a holder says "held" once it
+// holds; a waiter queues calls one by one until key's queue in Redis has
+// want waiters, then says "queued". Either then waits until it is
+// killed; a holder whose context ends pushes its cause onto the list
+// r33Events(key), a waiter "got <error>" once its call returns. init runs
+// it before TestMain, so this needs no change to the package's TestMain.
 func init() {
 	if v := os.Getenv("LOCKKIT_R33_CHILD"); v != "" {
 		r33Child(v)
@@ -81,12 +81,15 @@ func r33Child(v string) {
 		fmt.Println("held")
 		select {}
 	}
-	go func() {
-		_, err := take()
-		rdb.RPush(context.Background(), r33Events(key), fmt.Sprint("got ", err))
-	}()
-	for rdb.LLen(context.Background(), "lockkit:{"+key+"}:queue").Val() < int64(want) {
-		time.Sleep(2 * time.Millisecond)
+	queue := func() int64 { return rdb.LLen(context.Background(), "lockkit:{"+key+"}:queue").Val() }
+	for n := queue(); n < int64(want); n = queue() {
+		go func() {
+			_, err := take()
+			rdb.RPush(context.Background(), r33Events(key), fmt.Sprint("got ", err))
+		}()
+		for start := time.Now(); queue() == n && time.Since(start) < 5*time.Second; {
+			time.Sleep(2 * time.Millisecond)
+		}
 	}
 	fmt.Println("queued")
 	select {}
