@@ -49,7 +49,7 @@ func TestReview33WriterReentersWithLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _, _, _ = b.RLock(ctx, conv, lock.WithMaxWait(20*time.Second)) }()
-	waitQueued(t, rdb, conv, 1) // the key is a read-write lock's now
+	waitQueued(t, rdb, conv, 1)  // the key is a read-write lock's now
 	if err := iu(); err != nil { // tells the holder so
 		t.Fatal(err)
 	}
