@@ -163,3 +163,56 @@ func TestReview33ReadersBehindWriterGoInTogether(t *testing.T) {
 	g3 := get(r3, "R3")
 	_ = g3.unlock()
 }
+
+// Readers of one Client queued behind a writer go in together too: five
+// RLock calls of one Client wait while a writer of another holds; its
+// unlock lets all five in within slack of each other (each told by its
+// own message on the Client's one channel).
+func TestReview33ReadersOfOneClientGoInTogether(t *testing.T) {
+	t.Parallel()
+	srv, rdb := newReal(t)
+	ctx := context.Background()
+	a := locktest.NewClient(t, srv.Client(t))
+	b := locktest.NewClient(t, srv.Client(t))
+	key := "r33-together1-" + randKey()
+	_, wunlock := locktest.MustLock(t, a, ctx, key)
+	const n = 5
+	ats := make(chan time.Time, n)
+	for i := range n {
+		go func() {
+			_, u, err := b.RLock(ctx, key, lock.WithMaxWait(20*time.Second))
+			if err != nil {
+				t.Error(err)
+				ats <- time.Time{}
+				return
+			}
+			ats <- time.Now()
+			time.Sleep(300 * time.Millisecond)
+			_ = u()
+		}()
+		waitQueued(t, rdb, key, int64(i+1))
+	}
+	released := time.Now()
+	if err := wunlock(); err != nil {
+		t.Fatal(err)
+	}
+	var last time.Time
+	for range n {
+		select {
+		case at := <-ats:
+			if at.IsZero() {
+				t.FailNow()
+			}
+			if at.After(last) {
+				last = at
+			}
+		case <-time.After(locktest.Bound(5 * time.Second)):
+			t.Fatalf("not every reader in within %v of the writer's unlock", locktest.Bound(5*time.Second))
+		}
+	}
+	d := last.Sub(released)
+	t.Logf("the last of %d readers of one Client got in %v after the writer's unlock", n, d)
+	if d > locktest.Bound(200*time.Millisecond) {
+		t.Errorf("the last of %d readers of one Client got in %v after the writer's unlock, want together", n, d)
+	}
+}

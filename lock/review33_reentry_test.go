@@ -227,3 +227,35 @@ func TestReview33RefusalsChangeNothing(t *testing.T) {
 		}
 	}
 }
+
+// A reader re-enters its read hold while a writer is queued behind it:
+// at once (the queued writer does not hold up a re-entry, which would
+// deadlock), and the writer gets in after both levels are unlocked.
+func TestReview33ReaderReentersPastQueuedWriter(t *testing.T) {
+	t.Parallel()
+	srv, rdb := newReal(t)
+	ctx := context.Background()
+	a := locktest.NewClient(t, srv.Client(t))
+	b := locktest.NewClient(t, srv.Client(t))
+	key := "r33-rre-" + randKey()
+	rctx, ru, err := a.RLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, res := lockAsync(b, ctx, key, lock.WithMaxWait(20*time.Second))
+	waitQueued(t, rdb, key, 1)
+	ictx, cancel := context.WithTimeout(rctx, locktest.Bound(time.Second))
+	defer cancel()
+	_, iu, err := a.RLock(ictx, key)
+	if err != nil {
+		t.Fatalf("the reader's re-entry with a writer queued: %v", err)
+	}
+	_ = iu()
+	select {
+	case <-done:
+		t.Fatalf("the writer got in while the reader held (err %v)", res.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	_ = ru()
+	acquired(t, done, res, "the writer after the reader")
+}
