@@ -3,6 +3,8 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,25 +139,10 @@ func hashOf(t *testing.T, rdb *redis.Client, key string) string {
 
 func formatMap(m map[string]string) string {
 	var b strings.Builder
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		b.WriteString(k + "=" + m[k] + ";")
 	}
 	return b.String()
-}
-
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	for i := range ks {
-		for j := i + 1; j < len(ks); j++ {
-			if ks[j] < ks[i] {
-				ks[i], ks[j] = ks[j], ks[i]
-			}
-		}
-	}
-	return ks
 }
 
 // Refusals: each returns ErrInvalid within a second (a blocking call does
