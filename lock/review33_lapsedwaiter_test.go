@@ -83,8 +83,8 @@ func TestReview33LapsedWaiterQueuesAgain(t *testing.T) {
 	t.Logf("workers' rounds %v", rounds)
 	if err != nil {
 		ev, err = rdb.BLPop(ctx, 10*time.Second, r33Events(key)).Result()
-		t.Errorf("the resumed waiter got no permit in 8 s while 3 workers took it %d times; once they stopped: %v %v after the resume",
-			rounds[0]+rounds[1]+rounds[2], ev, time.Since(resumed).Round(time.Millisecond))
+		t.Errorf("the resumed waiter got no permit in 8 s while 3 workers took it %d times; once they stopped: %v (%v) %v after the resume",
+			rounds[0]+rounds[1]+rounds[2], ev, err, time.Since(resumed).Round(time.Millisecond))
 		return
 	}
 	t.Logf("the resumed waiter: %v %v after the resume", ev, time.Since(resumed).Round(time.Millisecond))
