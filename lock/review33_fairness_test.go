@@ -216,3 +216,48 @@ func TestReview33ReadersOfOneClientGoInTogether(t *testing.T) {
 		t.Errorf("the last of %d readers of one Client got in %v after the writer's unlock, want together", n, d)
 	}
 }
+
+// Permits go first come, first served across Clients: six waiters of
+// three Clients queue one by one behind the holder of a semaphore of 1;
+// each release hands the permit to the next in that order.
+func TestReview33PermitsFirstComeFirstServed(t *testing.T) {
+	t.Parallel()
+	srv, rdb := newReal(t)
+	ctx := context.Background()
+	var clients []*lock.Client
+	for range 3 {
+		clients = append(clients, locktest.NewClient(t, srv.Client(t)))
+	}
+	key := "r33-fifo-" + randKey()
+	_, hu, err := clients[0].Acquire(ctx, key, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	order := make(chan int, n)
+	for i := range n {
+		go func() {
+			_, u, err := clients[i%3].Acquire(ctx, key, 1, lock.WithMaxWait(20*time.Second))
+			if err != nil {
+				t.Error(err)
+				order <- -1
+				return
+			}
+			order <- i
+			time.Sleep(20 * time.Millisecond)
+			_ = u()
+		}()
+		waitQueued(t, rdb, key, int64(i+1))
+	}
+	_ = hu()
+	for want := range n {
+		select {
+		case got := <-order:
+			if got != want {
+				t.Fatalf("waiter %d got the permit in turn %d", got, want)
+			}
+		case <-time.After(locktest.Bound(5 * time.Second)):
+			t.Fatalf("turn %d not taken within %v", want, locktest.Bound(5*time.Second))
+		}
+	}
+}
