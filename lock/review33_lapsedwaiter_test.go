@@ -11,6 +11,11 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
+// lapsedBound bounds how long after its resume the waiter gets in: its
+// place behind three 100 ms holds takes about half a second; the rest is
+// room for a busy machine under the race detector.
+const lapsedBound = 4 * time.Second
+
 // Guarantee (issue 33, "Fair and without polling"; as for Lock, a live
 // waiter that missed its turn queues again at its next attempt): a
 // semaphore waiter handed a permit while its process was frozen (SIGSTOP
@@ -31,11 +36,6 @@ import (
 // round each) and the waiter got in 6.6 s after its resume.
 // Redis's state 0.5-2 s after the resume showed it: the waiter's owner in
 // the waits hash, its deadline pushed on by each poll, never in the list.
-// lapsedBound bounds how long after its resume the waiter gets in: its
-// place behind three 100 ms holds takes about half a second; the rest is
-// room for a busy machine under the race detector.
-const lapsedBound = 4 * time.Second
-
 func TestReview33LapsedWaiterQueuesAgain(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
