@@ -31,11 +31,11 @@ const lapsedBound = 4 * time.Second
 // hash answers 0 (the field is there), so it is never pushed on the list
 // again: fill hands every release to the listed waiters, and the lost one
 // gets in only when its own poll finds the list empty and room free.
+// Redis's state 0.5-2 s after the resume showed it: the waiter's owner in
+// the waits hash, its deadline pushed on by each poll, never in the list.
 // 4 of 5 runs (-race -count=3 and plain): no permit in 8 s while the
 // workers took it 67-85 times; the fifth: the workers stalled too (a
 // round each) and the waiter got in 6.6 s after its resume.
-// Redis's state 0.5-2 s after the resume showed it: the waiter's owner in
-// the waits hash, its deadline pushed on by each poll, never in the list.
 func TestReview33LapsedWaiterQueuesAgain(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
