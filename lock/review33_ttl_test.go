@@ -15,6 +15,10 @@ import (
 // key of the Clients is ever without a TTL, scanned every 20 ms; once
 // they stop, every key is gone within a few seconds (lease 1 s, the
 // waits' deadlines a few seconds at most).
+//
+// On the current code it fails now and then (1 of about 6 -race runs: a
+// queue list without a TTL), for the defect TestReview33QueueKeepsTTL
+// shows deterministically.
 func TestReview33EveryKeyHasTTL(t *testing.T) {
 	// Its workers load the CPU: it runs alone, not beside the parallel
 	// tests whose time bounds that would upset (see TestMain).
