@@ -21,7 +21,7 @@ import (
 // throughout (at most 2 permits; no reader with a writer). The drift
 // allowance is 100 ms, so that a timer fired late on a loaded machine is
 // not counted (as in TestExclusionSlowPubSubAndStallsLongerThanLease).
-func TestReview33UnlockRacesRenewal(t *testing.T) {
+func TestExclusionSharedUnlockRacesRenewal(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
@@ -35,7 +35,7 @@ func TestReview33UnlockRacesRenewal(t *testing.T) {
 			for range 2 {
 				clients = append(clients, locktest.NewClient(t, srv.Client(t), lock.WithDefaultLease(300*time.Millisecond), lock.WithDrift(100*time.Millisecond)))
 			}
-			key := "r33-unren-" + randKey()
+			key := "sh-unren-" + randKey()
 			reg := newShareRegister(tc.limit)
 			var mu sync.Mutex
 			var bad []string
@@ -49,7 +49,7 @@ func TestReview33UnlockRacesRenewal(t *testing.T) {
 					for range 25 {
 						kind := string(tc.kinds[rand.N(len(tc.kinds))])
 						before := reg.endedToken()
-						lctx, unlock, err := r33CallLimit(c, context.Background(), kind, key, tc.limit, lock.WithMaxWait(5*time.Second))
+						lctx, unlock, err := sharedCallLimit(c, context.Background(), kind, key, tc.limit, lock.WithMaxWait(5*time.Second))
 						if err != nil {
 							continue
 						}
@@ -92,10 +92,10 @@ func TestReview33UnlockRacesRenewal(t *testing.T) {
 	}
 }
 
-// r33CallLimit is r33Call with a semaphore's limit.
-func r33CallLimit(c *lock.Client, ctx context.Context, kind, key string, limit int, opts ...lock.LockOption) (context.Context, lock.UnlockFunc, error) {
+// sharedCallLimit is sharedCall with a semaphore's limit.
+func sharedCallLimit(c *lock.Client, ctx context.Context, kind, key string, limit int, opts ...lock.LockOption) (context.Context, lock.UnlockFunc, error) {
 	if kind == "p" {
 		return c.Acquire(ctx, key, limit, opts...)
 	}
-	return r33Call(c, ctx, kind, key, opts...)
+	return sharedCall(c, ctx, kind, key, opts...)
 }

@@ -21,14 +21,14 @@ import (
 // within one reader hold time after it queued (the readers ahead of it
 // leave within that), plus slack, and no reader that came after it may get
 // in before it.
-func TestReview33WriterNotStarvedByReaders(t *testing.T) {
+func TestFIFOWriterGetsInAheadOfLaterReaders(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	var clients []*lock.Client
 	for range 3 {
 		clients = append(clients, locktest.NewClient(t, srv.Client(t)))
 	}
-	key := "r33-starve-" + randKey()
+	key := "sh-starve-" + randKey()
 	const hold = 200 * time.Millisecond
 	var writerIn atomic.Bool
 	var queuedAt atomic.Int64 // when the writer queued, unix ns; 0 before
@@ -98,14 +98,14 @@ func TestReview33WriterNotStarvedByReaders(t *testing.T) {
 // Clients), W2 and R3 queue in that order. W1's unlock lets R1 and R2 in
 // together (within slack of each other), not R3; their unlocks let W2 in;
 // W2's lets R3 in.
-func TestReview33ReadersBehindWriterGoInTogether(t *testing.T) {
+func TestFIFOReadersOfTwoClientsBehindWriterGoInTogether(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	a := locktest.NewClient(t, srv.Client(t))
 	b := locktest.NewClient(t, srv.Client(t))
 	c := locktest.NewClient(t, srv.Client(t))
-	key := "r33-together-" + randKey()
+	key := "sh-together-" + randKey()
 	_, w1unlock := locktest.MustLock(t, a, ctx, key)
 	type res struct {
 		at     time.Time
@@ -177,13 +177,13 @@ func TestReview33ReadersBehindWriterGoInTogether(t *testing.T) {
 // RLock calls of one Client wait while a writer of another holds; its
 // unlock lets all five in within slack of each other (each told by its
 // own message on the Client's one channel).
-func TestReview33ReadersOfOneClientGoInTogether(t *testing.T) {
+func TestFIFOReadersOfOneClientGoInTogether(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	a := locktest.NewClient(t, srv.Client(t))
 	b := locktest.NewClient(t, srv.Client(t))
-	key := "r33-together1-" + randKey()
+	key := "sh-together1-" + randKey()
 	_, wunlock := locktest.MustLock(t, a, ctx, key)
 	const n = 5
 	ats := make(chan time.Time, n)
@@ -229,7 +229,7 @@ func TestReview33ReadersOfOneClientGoInTogether(t *testing.T) {
 // Permits go first come, first served across Clients: six waiters of
 // three Clients queue one by one behind the holder of a semaphore of 1;
 // each release hands the permit to the next in that order.
-func TestReview33PermitsFirstComeFirstServed(t *testing.T) {
+func TestFIFOPermitsFirstComeFirstServed(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
@@ -237,7 +237,7 @@ func TestReview33PermitsFirstComeFirstServed(t *testing.T) {
 	for range 3 {
 		clients = append(clients, locktest.NewClient(t, srv.Client(t)))
 	}
-	key := "r33-fifo-" + randKey()
+	key := "sh-fifo-" + randKey()
 	_, hu, err := clients[0].Acquire(ctx, key, 1)
 	if err != nil {
 		t.Fatal(err)

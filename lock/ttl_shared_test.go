@@ -15,11 +15,7 @@ import (
 // key of the Clients is ever without a TTL, scanned every 20 ms; once
 // they stop, every key is gone within a few seconds (lease 1 s, the
 // waits' deadlines a few seconds at most).
-//
-// On the current code it fails now and then (1 of about 6 -race runs: a
-// queue list without a TTL), for the defect TestReview33QueueKeepsTTL
-// shows deterministically.
-func TestReview33EveryKeyHasTTL(t *testing.T) {
+func TestTTLSharedEveryKeyHasOne(t *testing.T) {
 	// Its workers load the CPU: it runs alone, not beside the parallel
 	// tests whose time bounds that would upset (see TestMain).
 	srv, rdb := newReal(t)
@@ -28,7 +24,7 @@ func TestReview33EveryKeyHasTTL(t *testing.T) {
 		clients = append(clients, locktest.NewClient(t, srv.Client(t), lock.WithDefaultLease(time.Second)))
 	}
 	stop := make(chan struct{})
-	sem, rw := "r33-ttl-s-"+randKey(), "r33-ttl-rw-"+randKey()
+	sem, rw := "sh-ttl-s-"+randKey(), "sh-ttl-rw-"+randKey()
 	w1 := shareContend(clients, sem, 2, 4, "p", newShareRegister(2), stop)
 	w2 := shareContend(clients, rw, 0, 4, "rrw", newShareRegister(0), stop)
 	ctx := context.Background()
@@ -52,6 +48,6 @@ func TestReview33EveryKeyHasTTL(t *testing.T) {
 	w2.Wait()
 	t.Logf("%d scans", scans)
 	locktest.Eventually(t, 10*time.Second, "every key gone after the workers stopped", func() bool {
-		return len(rdb.Keys(ctx, "lockkit:{r33-ttl*").Val()) == 0
+		return len(rdb.Keys(ctx, "lockkit:{sh-ttl*").Val()) == 0
 	})
 }

@@ -18,7 +18,7 @@ import (
 // at most limit holders hold. Holders are child processes with a 1 s
 // lease; the live waiter must get in within the lease plus slack of the
 // fault, and the frozen holder, resumed, must report ErrLost.
-func TestReview33DeadOrFrozenHolderComesBackWithinLease(t *testing.T) {
+func TestLivenessSharedDeadOrFrozenHolderComesBackWithinLease(t *testing.T) {
 	t.Parallel()
 	const lease = time.Second
 	for _, tc := range []struct {
@@ -35,10 +35,10 @@ func TestReview33DeadOrFrozenHolderComesBackWithinLease(t *testing.T) {
 			t.Parallel()
 			srv, rdb := newReal(t)
 			ctx := context.Background()
-			key := "r33-deadholder-" + randKey()
+			key := "sh-deadholder-" + randKey()
 			var holders []*exec.Cmd
 			for range tc.limit {
-				holders = append(holders, locktest.StartChild(t, r33Env(tc.hold, srv.Addr, key, tc.limit, lease, 0), "held"))
+				holders = append(holders, locktest.StartChild(t, sharedChildEnv(tc.hold, srv.Addr, key, tc.limit, lease, 0), "held"))
 			}
 			live := locktest.NewClient(t, srv.Client(t))
 			var lctx context.Context
@@ -78,7 +78,7 @@ func TestReview33DeadOrFrozenHolderComesBackWithinLease(t *testing.T) {
 			if err := victim.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
-			ev, rerr := rdb.BLPop(ctx, locktest.Bound(2*time.Second), r33Events(key)).Result()
+			ev, rerr := rdb.BLPop(ctx, locktest.Bound(2*time.Second), sharedEvents(key)).Result()
 			if rerr != nil {
 				t.Fatalf("the resumed holder did not report its context ended: %v", rerr)
 			}

@@ -169,7 +169,7 @@ func shareContend(clients []*lock.Client, key string, limit, workers int, kinds 
 	return &wg
 }
 
-func TestReview33ExclusionWhileRedisStutters(t *testing.T) {
+func TestExclusionSharedWhileRedisStutters(t *testing.T) {
 	// Its workers load the CPU: it runs alone, not beside the parallel
 	// tests whose time bounds that would upset (see TestMain).
 	for _, tc := range []struct {
@@ -188,7 +188,7 @@ func TestReview33ExclusionWhileRedisStutters(t *testing.T) {
 			for range 3 {
 				clients = append(clients, locktest.NewClient(t, srv.Client(t), lock.WithDefaultLease(time.Second)))
 			}
-			key := "r33-excl-" + randKey()
+			key := "sh-excl-" + randKey()
 			reg := newShareRegister(tc.limit)
 			stop := make(chan struct{})
 			wg := shareContend(clients, key, tc.limit, 8, tc.kinds, reg, stop)

@@ -15,7 +15,7 @@ import (
 // within 1 s; its calls under way return; once its Redis client is
 // closed, no goroutine of package lock is left. Runs in a process of its
 // own (it checks the whole process).
-func TestReview33NoGoroutineLeftAfterCloseWithSharedHolds(t *testing.T) {
+func TestCloseLeavesNoGoroutineWithSharedHolds(t *testing.T) {
 	if !locktest.OwnProcess(t) {
 		return
 	}
@@ -28,7 +28,7 @@ func TestReview33NoGoroutineLeftAfterCloseWithSharedHolds(t *testing.T) {
 	}
 	other := locktest.NewClient(t, srv.Client(t))
 	ctx := context.Background()
-	sem, rw, conv := "r33-close-s-"+randKey(), "r33-close-rw-"+randKey(), "r33-close-c-"+randKey()
+	sem, rw, conv := "sh-close-s-"+randKey(), "sh-close-rw-"+randKey(), "sh-close-c-"+randKey()
 	// c holds a permit and waits for another; a reader of other holds rw
 	// while c waits to write and to read behind it; c holds conv as a Lock
 	// that other's reader turns into a writer.

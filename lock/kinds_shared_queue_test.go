@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,19 +18,12 @@ import (
 // ErrInvalid naming both and changes nothing, "never a silent mix". Here
 // the key's only holder (a child process, lease 1 s) is SIGKILLed while a
 // live waiter is queued (a semaphore of 1, or a writer of a read-write
-// lock); its commands reach Redis 600 ms late (a slow link), so for a
-// moment after the holder's lease ran out the key's hash is gone while
-// the waiter is still queued. A caller of another limit (or kind) then
-// must be refused, and the waiter must never hold beside it.
-//
-// Observed (go test -count=1 -run TestReview33KindKeptWhileWaitersQueue
-// ./lock): the newcomer with limit 2 is not refused; share.lua finds no
-// hash (meta.k nil), so it takes the key as a semaphore of 2, hands the
-// queued waiter a permit of it, and takes the second permit itself: the
-// waiter of a semaphore of 1 (or the writer) holds beside the newcomer.
-// The kind check reads only the hash (k), not the live queue. Redis
-// afterwards: k=s2 and two fields "p 1 <token> <end>", the writer's too.
-func TestReview33KindKeptWhileWaitersQueue(t *testing.T) {
+// lock) whose commands reach Redis 600 ms late (a slow link), so for a
+// moment after the holder's lease ran out the waiter is queued with no
+// live holder. The key's hash, which says its kind, lives as long as the
+// queue (share.lua keeps it so), and a caller of another limit is
+// refused; the waiter never holds beside it.
+func TestKindsKeptWhileWaitersQueue(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, holder, waiter string
@@ -41,11 +35,11 @@ func TestReview33KindKeptWhileWaitersQueue(t *testing.T) {
 			t.Parallel()
 			srv, rdb := newReal(t)
 			ctx := context.Background()
-			key := "r33-kind-" + randKey()
+			key := "sh-kind-" + randKey()
 			p := locktest.StartProxy(t, srv.Addr)
 			wrdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
 			t.Cleanup(func() { _ = wrdb.Close() })
-			child := locktest.StartChild(t, r33Env(tc.holder, srv.Addr, key, 1, time.Second, 0), "held")
+			child := locktest.StartChild(t, sharedChildEnv(tc.holder, srv.Addr, key, 1, time.Second, 0), "held")
 			w := locktest.NewClient(t, wrdb)
 			type got struct {
 				ctx context.Context
@@ -53,7 +47,7 @@ func TestReview33KindKeptWhileWaitersQueue(t *testing.T) {
 			}
 			wch := make(chan got, 1)
 			go func() {
-				lctx, _, err := r33Call(w, ctx, tc.waiter, key, lock.WithMaxWait(20*time.Second))
+				lctx, _, err := sharedCall(w, ctx, tc.waiter, key, lock.WithMaxWait(20*time.Second))
 				wch <- got{lctx, err}
 			}()
 			waitQueued(t, rdb, key, 1)
@@ -62,11 +56,25 @@ func TestReview33KindKeptWhileWaitersQueue(t *testing.T) {
 			_ = child.Process.Kill()
 			_ = child.Wait()
 			base := "lockkit:{" + key + "}"
-			locktest.Eventually(t, 5*time.Second, "the dead holder's hash gone", func() bool {
-				return rdb.Exists(ctx, base).Val() == 0
+			locktest.Eventually(t, 5*time.Second, "the dead holder's lease over", func() bool {
+				now, err := rdb.Time(ctx).Result()
+				if err != nil {
+					return false
+				}
+				for f, v := range rdb.HGetAll(ctx, base).Val() {
+					var kind string
+					var n, tok, end int64
+					if _, err := fmt.Sscan(v, &kind, &n, &tok, &end); f[0] == '=' && err == nil && end >= now.UnixMilli() {
+						return false
+					}
+				}
+				return true
 			})
 			if n := queueLen(t, rdb, key); n != 1 {
-				t.Fatalf("premise: %d waiters queued when the hash went, want 1", n)
+				t.Fatalf("premise: %d waiters queued when the holder's lease ended, want 1", n)
+			}
+			if rdb.HGet(ctx, base, "k").Val() == "" {
+				t.Fatal("the hash no longer says the key's kind while a waiter is queued")
 			}
 			n := locktest.NewClient(t, srv.Client(t))
 			nctx, nunlock, err := n.Acquire(ctx, key, 2, lock.WithMaxWait(3*time.Second))

@@ -23,30 +23,21 @@ const lapsedBound = 4 * time.Second
 // in line behind the waiters queued meanwhile, while three other workers
 // take the permit over and over (hold 100 ms each).
 //
-// Observed (go test -count=1 -run TestReview33LapsedWaiter ./lock): the
-// resumed waiter gets no permit while the workers run (8 s); it gets in
-// only once they stop. share.lua's hand pops the waiter off the queue
-// list but leaves it in the waits hash; when its hold lapses unconfirmed,
-// its next attempt finds it not holding, and enqueue's HSET of the waits
-// hash answers 0 (the field is there), so it is never pushed on the list
-// again: fill hands every release to the listed waiters, and the lost one
-// gets in only when its own poll finds the list empty and room free.
-// Redis's state 0.5-2 s after the resume showed it: the waiter's owner in
-// the waits hash, its deadline pushed on by each poll, never in the list.
-// 4 of 5 runs (-race -count=3 and plain): no permit in 8 s while the
-// workers took it 67-85 times; the fifth: the workers stalled too (a
-// round each) and the waiter got in 6.6 s after its resume.
-func TestReview33LapsedWaiterQueuesAgain(t *testing.T) {
+// A hand-off takes its receiver out of the waits hash as well as the
+// list, so the resumed waiter's next attempt queues it again (before, the
+// waits hash still named it, enqueue did not push it, and it got no
+// permit while the workers ran).
+func TestLivenessSharedLapsedWaiterQueuesAgain(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
-	key := "r33-lapsed-" + randKey()
+	key := "sh-lapsed-" + randKey()
 	holder := locktest.NewClient(t, srv.Client(t), lock.WithDefaultLease(holderLease))
 	_, hunlock, err := holder.Acquire(ctx, key, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := locktest.StartChild(t, r33Env("wait-p", srv.Addr, key, 1, 30*time.Second, 1), "queued")
+	w := locktest.StartChild(t, sharedChildEnv("wait-p", srv.Addr, key, 1, 30*time.Second, 1), "queued")
 	t.Cleanup(func() { _ = w.Process.Signal(syscall.SIGCONT) })
 	waitSubscribed(t, rdb, key, 1)
 	stop := make(chan struct{})
@@ -63,7 +54,7 @@ func TestReview33LapsedWaiterQueuesAgain(t *testing.T) {
 					return
 				default:
 				}
-				_, u, err := c.Acquire(ctx, key, 1, lock.WithMaxWait(20*time.Second))
+				_, u, err := c.Acquire(ctx, key, 1, lock.WithMaxWait(3*time.Second))
 				if err != nil {
 					continue
 				}
@@ -80,22 +71,22 @@ func TestReview33LapsedWaiterQueuesAgain(t *testing.T) {
 	if err := hunlock(); err != nil { // hands the permit to the frozen waiter
 		t.Fatal(err)
 	}
-	time.Sleep(claimWindowR33 + 500*time.Millisecond)
+	time.Sleep(claimWindowShared + 500*time.Millisecond)
 	if err := w.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	ev, err := rdb.BLPop(ctx, 8*time.Second, r33Events(key)).Result()
+	ev, err := rdb.BLPop(ctx, 8*time.Second, sharedEvents(key)).Result()
+	d := time.Since(resumed) // the resumed waiter then holds for good: the workers wait until their limit
 	close(stop)
 	wg.Wait()
 	t.Logf("workers' rounds %v", rounds)
 	if err != nil {
-		ev, err = rdb.BLPop(ctx, 10*time.Second, r33Events(key)).Result()
+		ev, err = rdb.BLPop(ctx, 10*time.Second, sharedEvents(key)).Result()
 		t.Errorf("the resumed waiter got no permit in 8 s while 3 workers took it %d times; once they stopped: %v (%v) %v after the resume",
 			rounds[0]+rounds[1]+rounds[2], ev, err, time.Since(resumed).Round(time.Millisecond))
 		return
 	}
-	d := time.Since(resumed)
 	t.Logf("the resumed waiter: %v %v after the resume", ev, d.Round(time.Millisecond))
 	if ev[1] != "got <nil>" {
 		t.Errorf("the resumed waiter: %s", ev[1])

@@ -14,35 +14,35 @@ import (
 )
 
 // Child processes of the review33 tests: the test binary run again with
-// LOCKKIT_R33_CHILD="<what> <addr> <key> <limit> <lease ms> <want>"
+// LOCKKIT_SHARED_CHILD="<what> <addr> <key> <limit> <lease ms> <want>"
 // (locktest.StartChild) takes or waits for a shared hold of key and never
 // runs the tests. what is hold-p (a permit of limit), hold-r (a read
 // hold), wait-p, wait-r or wait-w (a Lock); a holder says "held" once it
 // holds; a waiter queues calls one by one until key's queue in Redis has
 // want waiters, then says "queued". Either then waits until it is
 // killed; a holder whose context ends pushes its cause onto the list
-// r33Events(key), a waiter "got <error>" once its call returns. init runs
+// sharedEvents(key), a waiter "got <error>" once its call returns. init runs
 // it before TestMain, so this needs no change to the package's TestMain.
 func init() {
-	if v := os.Getenv("LOCKKIT_R33_CHILD"); v != "" {
-		r33Child(v)
+	if v := os.Getenv("LOCKKIT_SHARED_CHILD"); v != "" {
+		sharedChild(v)
 		os.Exit(0)
 	}
 }
 
-// r33Env is the environment of a review33 child process.
-func r33Env(what, addr, key string, limit int, lease time.Duration, want int) string {
-	return fmt.Sprintf("LOCKKIT_R33_CHILD=%s %s %s %d %d %d", what, addr, key, limit, lease.Milliseconds(), want)
+// sharedChildEnv is the environment of a review33 child process.
+func sharedChildEnv(what, addr, key string, limit int, lease time.Duration, want int) string {
+	return fmt.Sprintf("LOCKKIT_SHARED_CHILD=%s %s %s %d %d %d", what, addr, key, limit, lease.Milliseconds(), want)
 }
 
-// r33Events is the list where a child holder of key tells how its hold
+// sharedEvents is the list where a child holder of key tells how its hold
 // ended.
-func r33Events(key string) string { return "r33:" + key + ":events" }
+func sharedEvents(key string) string { return "shared:" + key + ":events" }
 
-func r33Child(v string) {
+func sharedChild(v string) {
 	f := strings.Fields(v)
 	if len(f) != 6 {
-		fmt.Println("error: bad LOCKKIT_R33_CHILD", v)
+		fmt.Println("error: bad LOCKKIT_SHARED_CHILD", v)
 		os.Exit(1)
 	}
 	what, addr, key := f[0], f[1], f[2]
@@ -76,7 +76,7 @@ func r33Child(v string) {
 		}
 		go func() { // tells the test how the hold ended, if it does
 			<-lctx.Done()
-			rdb.RPush(context.Background(), r33Events(key), fmt.Sprint(context.Cause(lctx)))
+			rdb.RPush(context.Background(), sharedEvents(key), fmt.Sprint(context.Cause(lctx)))
 		}()
 		fmt.Println("held")
 		select {}
@@ -85,7 +85,7 @@ func r33Child(v string) {
 	for n := queue(); n < int64(want); n = queue() {
 		go func() {
 			_, err := take()
-			rdb.RPush(context.Background(), r33Events(key), fmt.Sprint("got ", err))
+			rdb.RPush(context.Background(), sharedEvents(key), fmt.Sprint("got ", err))
 		}()
 		for start := time.Now(); queue() == n && time.Since(start) < 5*time.Second; {
 			time.Sleep(2 * time.Millisecond)

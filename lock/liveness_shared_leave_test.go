@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lockkit/lockkit/internal/locktest"
-	"github.com/lockkit/lockkit/internal/redistest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -20,14 +17,14 @@ import (
 // the readers holding; a semaphore waiter that gives up lets nobody in
 // (the permits are all held) but the next release reaches the waiter
 // behind it.
-func TestReview33WaiterGivingUpLetsOthersIn(t *testing.T) {
+func TestLivenessSharedWaiterGivingUpLetsOthersIn(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	a := locktest.NewClient(t, srv.Client(t))
 	b := locktest.NewClient(t, srv.Client(t))
 	c := locktest.NewClient(t, srv.Client(t))
-	key := "r33-giveup-" + randKey()
+	key := "sh-giveup-" + randKey()
 	_, ru, err := a.RLock(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +58,7 @@ func TestReview33WaiterGivingUpLetsOthersIn(t *testing.T) {
 		t.Errorf("the reader got in %v after the writer ahead of it gave up", d)
 	}
 
-	sem := "r33-giveup-s-" + randKey()
+	sem := "sh-giveup-s-" + randKey()
 	_, su, err := a.Acquire(ctx, sem, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -97,28 +94,5 @@ func TestReview33WaiterGivingUpLetsOthersIn(t *testing.T) {
 	}
 	if d := sat.Sub(released); d > locktest.Bound(200*time.Millisecond) {
 		t.Errorf("the semaphore waiter got in %v after the release", d)
-	}
-}
-
-// Quorum mode has no semaphores or read-write locks: each call returns
-// ErrInvalid at once.
-func TestReview33QuorumRefusesSharedHolds(t *testing.T) {
-	t.Parallel()
-	var rdbs []redis.UniversalClient
-	for range 3 {
-		rdbs = append(rdbs, redistest.Start(t).Client(t))
-	}
-	q := newQuorum(t, rdbs)
-	ctx := context.Background()
-	e := func(_ context.Context, _ lock.UnlockFunc, err error) error { return err }
-	for name, err := range map[string]error{
-		"Acquire":    e(q.Acquire(ctx, "k", 2)),
-		"TryAcquire": e(q.TryAcquire(ctx, "k", 2)),
-		"RLock":      e(q.RLock(ctx, "k")),
-		"TryRLock":   e(q.TryRLock(ctx, "k")),
-	} {
-		if !errors.Is(err, lock.ErrInvalid) {
-			t.Errorf("%s in quorum mode: %v, want ErrInvalid", name, err)
-		}
 	}
 }

@@ -20,16 +20,11 @@ import (
 // (TryRLock, TryLock) every 10 ms must get in within two 1 s claim windows
 // of the release.
 //
-// Observed (go test -count=1 -run TestReview33KilledProcessesWaiters
-// ./lock, and -race -count=3): about one claim window per dead waiter,
-// 6.0-6.4 s for six waiters, 10 s for ten (dead readers pass: they are
-// handed the room together).
-// share.lua's hand takes each dead waiter off the queue list as it hands
-// it the room, so when that hold lapses unconfirmed no missed turn is
-// seen (queue.lua's first drops a Client's other waiters only when one at
-// the front missed its deadline): the next dead waiter of the same
-// process is handed the room for another window, and so on.
-func TestReview33KilledProcessesWaitersHoldUpKeyTwoWindowsAtMost(t *testing.T) {
+// A lapsed hand-off marks its Client dead, and the next fill drops its
+// waiters and skips those of Clients with no subscription (share.lua's
+// fill): about 1.0 s in every case (before, one window per dead waiter:
+// 6.0-6.4 s for six, 10 s for ten).
+func TestLivenessSharedKilledProcessesHoldUpKeyAWindow(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		kind, dead  string
@@ -44,11 +39,11 @@ func TestReview33KilledProcessesWaitersHoldUpKeyTwoWindowsAtMost(t *testing.T) {
 			t.Parallel()
 			srv, rdb := newReal(t)
 			ctx := context.Background()
-			key := "r33-deadprocs-" + randKey()
+			key := "sh-deadprocs-" + randKey()
 			holder := locktest.NewClient(t, srv.Client(t))
-			unlock := r33Take(t, holder, ctx, tc.kind, key)
+			unlock := sharedTake(t, holder, ctx, tc.kind, key)
 			for i := range tc.procs {
-				child := locktest.StartChild(t, r33Env(tc.dead, srv.Addr, key, 1, 30*time.Second, tc.each*(i+1)), "queued")
+				child := locktest.StartChild(t, sharedChildEnv(tc.dead, srv.Addr, key, 1, 30*time.Second, tc.each*(i+1)), "queued")
 				_ = child.Process.Kill()
 				_ = child.Wait()
 			}
@@ -59,7 +54,7 @@ func TestReview33KilledProcessesWaitersHoldUpKeyTwoWindowsAtMost(t *testing.T) {
 				t.Fatal(err)
 			}
 			poller := locktest.NewClient(t, srv.Client(t))
-			d := r33ObtainableAfter(poller, tc.kind, key, 20*time.Second)
+			d := sharedObtainableAfter(poller, tc.kind, key, 20*time.Second)
 			t.Logf("TryAcquire/TryLock got in %v after the release, behind %d killed processes × %d waiters (-1: not within 20 s)", d, tc.procs, tc.each)
 			if d < 0 || d > twoWindows() {
 				t.Errorf("the key obtainable only %v after the release (-1: not within 20 s) behind %d killed processes × %d waiters; want within two 1 s claim windows (%v)",
@@ -69,10 +64,10 @@ func TestReview33KilledProcessesWaitersHoldUpKeyTwoWindowsAtMost(t *testing.T) {
 	}
 }
 
-// r33ObtainableAfter tries key every 10 ms (TryAcquire of 1 for kind p,
+// sharedObtainableAfter tries key every 10 ms (TryAcquire of 1 for kind p,
 // TryRLock for r, TryLock for w) and returns how long until it got in, -1 when not
 // within limit.
-func r33ObtainableAfter(c *lock.Client, kind, key string, limit time.Duration) time.Duration {
+func sharedObtainableAfter(c *lock.Client, kind, key string, limit time.Duration) time.Duration {
 	start := time.Now()
 	for time.Since(start) < limit {
 		var u lock.UnlockFunc

@@ -16,7 +16,7 @@ import (
 // wakes the waiter by its sharded message (its holders' leases are 30 s:
 // polling would not do it in time); a reader converting a held Lock works
 // there too.
-func TestReview33ClusterSharedHolds(t *testing.T) {
+func TestClusterSharedHoldsUnderStalls(t *testing.T) {
 	t.Parallel()
 	cl := redistest.StartCluster(t, 3)
 	keys := spreadKeys(t, cl.Client(t), 3, 1)

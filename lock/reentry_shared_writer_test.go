@@ -15,19 +15,16 @@ import (
 // the key after a reader, and a plain Lock holder whose key a reader made
 // a read-write lock's (after a release of one of its levels told it so).
 //
-// Observed (go test -count=1 -run TestReview33WriterReentersWithLock
-// ./lock): both are refused with ErrInvalid: "the context holds "<key>" as
-// a lock, not a lock". share.go's reentryKind has no case for a hold of
-// kind shareWrite (a Lock whose key turned out to be a read-write lock's)
-// asked for again as a Lock (shareNone): it falls to the refusal.
-func TestReview33WriterReentersWithLock(t *testing.T) {
+// A Lock whose key turned out to be a read-write lock's is a write hold
+// (shareWrite) that re-enters as a lock.
+func TestReentryWriterReentersWithLock(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	a := locktest.NewClient(t, srv.Client(t))
 	b := locktest.NewClient(t, srv.Client(t))
 
-	key := "r33-wlock-" + randKey()
+	key := "sh-wlock-" + randKey()
 	_, ru, err := a.RLock(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +39,7 @@ func TestReview33WriterReentersWithLock(t *testing.T) {
 		_ = u()
 	}
 
-	conv := "r33-wlock-c-" + randKey()
+	conv := "sh-wlock-c-" + randKey()
 	cctx, cunlock := locktest.MustLock(t, a, ctx, conv)
 	_, iu, err := a.Lock(cctx, conv)
 	if err != nil {

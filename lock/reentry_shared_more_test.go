@@ -22,67 +22,17 @@ import (
 // refused at once with ErrInvalid, naming what the key is, and change
 // nothing in Redis.
 
-// A permit holder re-entering takes no second permit: with limit 2, A
-// holds and re-enters; B still gets the second permit, C none; A's inner
-// unlock keeps its permit, its outer unlock frees it.
-func TestReview33PermitReentryTakesNoSecondPermit(t *testing.T) {
-	t.Parallel()
-	srv, _ := newReal(t)
-	ctx := context.Background()
-	a := locktest.NewClient(t, srv.Client(t))
-	b := locktest.NewClient(t, srv.Client(t))
-	key := "r33-reenter-" + randKey()
-	actx, aunlock, err := a.Acquire(ctx, key, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ictx, iunlock, err := a.Acquire(actx, key, 2)
-	if err != nil {
-		t.Fatal("re-entry:", err)
-	}
-	t1, _ := lock.FencingToken(actx, key)
-	t2, _ := lock.FencingToken(ictx, key)
-	if t1 != t2 {
-		t.Errorf("the re-entry has token %d, the hold %d: it took a second permit", t2, t1)
-	}
-	_, bunlock, err := b.TryAcquire(ctx, key, 2)
-	if err != nil {
-		t.Fatalf("the second permit while A holds one twice: %v", err)
-	}
-	defer bunlock()
-	if _, _, err := b.TryAcquire(ctx, key, 2); !errors.Is(err, lock.ErrNotObtained) {
-		t.Fatalf("a third permit of 2: %v", err)
-	}
-	if err := iunlock(); err != nil {
-		t.Fatal(err)
-	}
-	if actx.Err() != nil {
-		t.Fatalf("A's hold ended with its re-entry's unlock: %v", context.Cause(actx))
-	}
-	if _, _, err := b.TryAcquire(ctx, key, 2); !errors.Is(err, lock.ErrNotObtained) {
-		t.Fatalf("a permit freed by a re-entry's unlock: %v", err)
-	}
-	if err := aunlock(); err != nil {
-		t.Fatal(err)
-	}
-	_, cunlock, err := b.TryAcquire(ctx, key, 2)
-	if err != nil {
-		t.Fatalf("A's permit not freed by its unlock: %v", err)
-	}
-	_ = cunlock()
-}
-
 // The writer takes read holds of its key, also when the key became a
 // read-write lock's while it held it as a plain Lock; the unlocks of those
 // read levels keep the write lock, whose own unlock (the last) lets the
 // queued reader in.
-func TestReview33WriterReadReentry(t *testing.T) {
+func TestReentryWriterReadHoldsAndQueuedReaders(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	a := locktest.NewClient(t, srv.Client(t))
 	b := locktest.NewClient(t, srv.Client(t))
-	key := "r33-wre-" + randKey()
+	key := "sh-wre-" + randKey()
 	wctx, wunlock := locktest.MustLock(t, a, ctx, key)
 	_, r1unlock, err := a.RLock(wctx, key)
 	if err != nil {
@@ -148,13 +98,13 @@ func formatMap(m map[string]string) string {
 // Refusals: each returns ErrInvalid within a second (a blocking call does
 // not wait for the key), names the key's kind (and both limits), and
 // leaves the key's hash, queue and waits as they were.
-func TestReview33RefusalsChangeNothing(t *testing.T) {
+func TestKindsRefusalsChangeNothing(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	a := locktest.NewClient(t, srv.Client(t))
 	b := locktest.NewClient(t, srv.Client(t))
-	sem, rw, plain := "r33-ref-s-"+randKey(), "r33-ref-rw-"+randKey(), "r33-ref-l-"+randKey()
+	sem, rw, plain := "sh-ref-s-"+randKey(), "sh-ref-rw-"+randKey(), "sh-ref-l-"+randKey()
 	// sem: 3 permits held, one waiter; rw: a reader holds, a writer waits;
 	// plain: a Lock holds, a Lock waits.
 	for range 3 {
@@ -218,13 +168,13 @@ func TestReview33RefusalsChangeNothing(t *testing.T) {
 // A reader re-enters its read hold while a writer is queued behind it:
 // at once (the queued writer does not hold up a re-entry, which would
 // deadlock), and the writer gets in after both levels are unlocked.
-func TestReview33ReaderReentersPastQueuedWriter(t *testing.T) {
+func TestReentryReaderReentersPastQueuedWriter(t *testing.T) {
 	t.Parallel()
 	srv, rdb := newReal(t)
 	ctx := context.Background()
 	a := locktest.NewClient(t, srv.Client(t))
 	b := locktest.NewClient(t, srv.Client(t))
-	key := "r33-rre-" + randKey()
+	key := "sh-rre-" + randKey()
 	rctx, ru, err := a.RLock(ctx, key)
 	if err != nil {
 		t.Fatal(err)

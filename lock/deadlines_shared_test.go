@@ -19,7 +19,7 @@ import (
 // DeadlineExceeded; an unlock of a permit, of a read hold and of a Lock
 // converted into a writer returns within its own 1 s bound + 100 ms; and
 // Close returns within 1 s.
-func TestReview33SharedCallsKeepDeadlinesWhenRedisStalls(t *testing.T) {
+func TestSharedCallsKeepDeadlinesWhenRedisStalls(t *testing.T) {
 	locktest.Timed(t)
 	slack := locktest.Bound(slack)
 	var semCtx, readCtx context.Context
@@ -27,19 +27,19 @@ func TestReview33SharedCallsKeepDeadlinesWhenRedisStalls(t *testing.T) {
 	var holder *lock.Client
 	_, c := stalled(t, func(c *lock.Client, rdb *redis.Client) {
 		ctx := context.Background()
-		sctx, su, err := c.Acquire(ctx, "r33-dl-sem", 1)
+		sctx, su, err := c.Acquire(ctx, "sh-dl-sem", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rctx, ru, err := c.RLock(ctx, "r33-dl-rw")
+		rctx, ru, err := c.RLock(ctx, "sh-dl-rw")
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, wu := locktest.MustLock(t, c, ctx, "r33-dl-conv")
+		_, wu := locktest.MustLock(t, c, ctx, "sh-dl-conv")
 		holder = c
 		other := locktest.NewClient(t, rdb)
-		go func() { _, _, _ = other.RLock(ctx, "r33-dl-conv", lock.WithMaxWait(time.Minute)) }()
-		waitQueued(t, rdb, "r33-dl-conv", 1) // the Lock is the writer of a read-write lock now
+		go func() { _, _, _ = other.RLock(ctx, "sh-dl-conv", lock.WithMaxWait(time.Minute)) }()
+		waitQueued(t, rdb, "sh-dl-conv", 1) // the Lock is the writer of a read-write lock now
 		semCtx, readCtx, unlocks = sctx, rctx, []lock.UnlockFunc{su, ru, wu}
 	})
 	const limit = 200 * time.Millisecond
@@ -48,14 +48,14 @@ func TestReview33SharedCallsKeepDeadlinesWhenRedisStalls(t *testing.T) {
 		name string
 		call func(ctx context.Context) error
 	}{
-		{"Acquire of a held semaphore", func(ctx context.Context) error { return e(c.Acquire(ctx, "r33-dl-sem", 1)) }},
-		{"Acquire", func(ctx context.Context) error { return e(c.Acquire(ctx, "r33-dl-other", 3)) }},
-		{"TryAcquire", func(ctx context.Context) error { return e(c.TryAcquire(ctx, "r33-dl-sem", 1)) }},
-		{"RLock", func(ctx context.Context) error { return e(c.RLock(ctx, "r33-dl-rw")) }},
-		{"TryRLock", func(ctx context.Context) error { return e(c.TryRLock(ctx, "r33-dl-rw")) }},
-		{"Lock of a read-locked key", func(ctx context.Context) error { return e(c.Lock(ctx, "r33-dl-rw")) }},
+		{"Acquire of a held semaphore", func(ctx context.Context) error { return e(c.Acquire(ctx, "sh-dl-sem", 1)) }},
+		{"Acquire", func(ctx context.Context) error { return e(c.Acquire(ctx, "sh-dl-other", 3)) }},
+		{"TryAcquire", func(ctx context.Context) error { return e(c.TryAcquire(ctx, "sh-dl-sem", 1)) }},
+		{"RLock", func(ctx context.Context) error { return e(c.RLock(ctx, "sh-dl-rw")) }},
+		{"TryRLock", func(ctx context.Context) error { return e(c.TryRLock(ctx, "sh-dl-rw")) }},
+		{"Lock of a read-locked key", func(ctx context.Context) error { return e(c.Lock(ctx, "sh-dl-rw")) }},
 		{"Acquire with WithMaxWait", func(context.Context) error {
-			return e(c.Acquire(context.Background(), "r33-dl-sem", 1, lock.WithMaxWait(limit)))
+			return e(c.Acquire(context.Background(), "sh-dl-sem", 1, lock.WithMaxWait(limit)))
 		}},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), limit)
@@ -75,9 +75,9 @@ func TestReview33SharedCallsKeepDeadlinesWhenRedisStalls(t *testing.T) {
 		var err error
 		took := timed(func() {
 			if name == "permit" {
-				_, _, err = c.Acquire(rctx, "r33-dl-sem", 1)
+				_, _, err = c.Acquire(rctx, "sh-dl-sem", 1)
 			} else {
-				_, _, err = c.RLock(rctx, "r33-dl-rw")
+				_, _, err = c.RLock(rctx, "sh-dl-rw")
 			}
 		})
 		cancel()
