@@ -127,3 +127,21 @@ func BenchmarkQuorum(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAcquireRelease is BenchmarkLockUnlock with one permit of a
+// semaphore of one (Client.Acquire), to set beside it.
+func BenchmarkAcquireRelease(b *testing.B) {
+	_, rdb := newReal(b)
+	c := locktest.NewClient(b, rdb)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, release, err := c.Acquire(ctx, "bench-sem", 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := release(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

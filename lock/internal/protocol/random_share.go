@@ -131,6 +131,9 @@ func (k Key) SharedRoom(now int64) error {
 			return fmt.Errorf("holder %s still queued in %v", h.Owner, k.Queue)
 		}
 	}
+	if _, ok := k.Hash["k"]; ok && k.Queue != nil && !k.flagged() {
+		return fmt.Errorf("queue %v not flagged in the hash %v", k.Queue, k.Hash)
+	}
 	if _, ok := k.Hash["k"]; ok && k.Queue != nil && k.HashExp < k.QueueExp {
 		return fmt.Errorf("the queue outlives the hash, which says its kind, by %d ms", k.QueueExp-k.HashExp)
 	}

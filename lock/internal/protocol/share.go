@@ -333,6 +333,9 @@ func (t *stx) fill(caller, from string) string {
 		o, _, _ := t.firstDropping(t.lapsed)
 		t.lapsed = nil
 		if o == "" {
+			if t.k.flagged() {
+				t.setHash("q", "0") // no queue: share.lua's common cases apply again
+			}
 			return "empty"
 		}
 		h := t.kindOf(o)

@@ -44,18 +44,18 @@
 -- holders use another limit.
 
 --[[token.lua]]
---[[queue.lua]]
 
 local owner, op, mode = ARGV[1], ARGV[2], ARGV[3]
 local lease, claim = tonumber(ARGV[5]), tonumber(ARGV[7])
 local publish = ARGV[9]
-local now = now_ms()
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 
 -- The hash: meta fields, and the holders whose lease is on. A hand-off
 -- that lapsed unconfirmed tells that its Client is most likely dead: its
 -- queued waiters are dropped (lapsed; see first in queue.lua).
 local meta, holders = {}, {}
-local live, writer, soonest, lapsed = 0, false, nil, nil
+local live, writer, soonest, unclaimed = 0, false, nil, {}
 local raw = redis.call('HGETALL', KEYS[1])
 for i = 1, #raw, 2 do
   local f, v = raw[i], raw[i + 1]
@@ -68,10 +68,8 @@ for i = 1, #raw, 2 do
       writer = writer or string.lower(m) == 'w'
       soonest = math.min(soonest or u, u)
     else
-      local c = client_of(string.sub(f, 2))
-      if m and m ~= string.lower(m) and c ~= client_of(owner) then -- the caller's Client lives
-        lapsed = lapsed or {}
-        lapsed[c] = true
+      if m and m ~= string.lower(m) then
+        unclaimed[#unclaimed + 1] = string.sub(f, 2)
       end
       redis.call('HDEL', KEYS[1], f)
     end
@@ -126,6 +124,73 @@ local function fits(m)
   return live == 0
 end
 
+-- again is a call of a holder, me: a re-entry or release of a level (the
+-- count to ARGV[6]), or, at 1, a retried attempt or the confirmation of a
+-- hand-off (the lease set from now). It answers the target, as
+-- acquire.lua does.
+local function again(me)
+  if ARGV[6] == '1' then
+    keep(lease)
+    put(owner, string.lower(me.m), me.c, me.t, now + lease)
+  elseif me.c ~= ARGV[6] then
+    put(owner, me.m, ARGV[6], me.t, me.u)
+  end
+  return {tonumber(ARGV[6]), tonumber(me.t)}
+end
+
+-- take_new gives the caller, a new owner, a hold of its kind with the
+-- next token.
+local function take_new()
+  local tok, s = next_token(meta.t)
+  keep(lease)
+  put(owner, mode, '1', s, now + lease, true)
+  return {1, tok}
+end
+
+-- end_hold ends the caller's hold, noting it as the last to release.
+local function end_hold()
+  drop(owner)
+  redis.call('HSET', KEYS[1], 'r', owner)
+end
+
+-- The common cases, before queue.lua's helpers are defined (each
+-- definition costs every call that runs it): with no queue (q is 1 while
+-- one may exist), a holder's call, an attempt on a key of the caller's
+-- kind with room, and a last release.
+if meta.q ~= '1' and not meta.o then
+  local me = holders[owner]
+  if (op == 'a' or op == 'c') and me then
+    return again(me)
+  end
+  if op == 'a' and ARGV[6] == '1' and meta.k == (mode == 'p' and 's' .. ARGV[4] or 'rw') then
+    if mode == 'p' then
+      limit = tonumber(ARGV[4])
+    end
+    if fits(mode) then
+      return take_new()
+    end
+  elseif op == 'r' and me and ARGV[6] == '0' then
+    end_hold()
+    if live == 0 then
+      redis.call('PEXPIRE', KEYS[1], ARGV[10])
+    end
+    return {1}
+  end
+end
+
+--[[queue.lua]]
+
+-- The Clients of hand-offs that lapsed unclaimed, but the caller's (it
+-- lives): see fill.
+local lapsed = nil
+for _, o in ipairs(unclaimed) do
+  local c = client_of(o)
+  if c ~= client_of(owner) then
+    lapsed = lapsed or {}
+    lapsed[c] = true
+  end
+end
+
 local function mode_of(o)
   if meta.k == 'rw' then
     if redis.call('HEXISTS', KEYS[3], '~' .. o) == 1 then
@@ -167,6 +232,10 @@ local function fill(caller, from)
     local o = first(now, lapsed)
     lapsed = nil
     if not o then
+      if meta.q == '1' then
+        redis.call('HSET', KEYS[1], 'q', '0') -- no queue: the common cases apply again
+        meta.q = '0'
+      end
       return 'empty'
     end
     local m = mode_of(o)
@@ -229,14 +298,7 @@ local me = holders[owner]
 
 if op == 'a' or op == 'c' then
   if me then
-    -- A re-entry, a retried attempt, or a confirmation of a hand-off.
-    if ARGV[6] == '1' then
-      keep(lease)
-      put(owner, string.lower(me.m), me.c, me.t, now + lease)
-    elseif me.c ~= ARGV[6] then
-      put(owner, me.m, ARGV[6], me.t, me.u)
-    end
-    return {tonumber(ARGV[6]), tonumber(me.t)} -- the target, as acquire.lua
+    return again(me)
   end
   if op == 'c' or ARGV[6] ~= '1' then
     return {-1, 0}
@@ -278,10 +340,7 @@ if op == 'a' then
     take = fits(mode)
   end
   if take then
-    local tok, s = next_token(meta.t)
-    keep(lease)
-    put(owner, mode, '1', s, now + lease, true)
-    return {1, tok}
+    return take_new()
   end
   local back = claim
   if soonest then
@@ -323,8 +382,7 @@ if op == 'r' then
     put(owner, me.m, ARGV[6], me.t, me.u)
     return {1}
   end
-  drop(owner)
-  redis.call('HSET', KEYS[1], 'r', owner)
+  end_hold()
   settle(fill(nil, owner))
   return {1}
 end
