@@ -23,12 +23,7 @@ func RandomLease(r *rand.Rand) int64 {
 // queue's front, so that keys change hands), time passing, and a death
 // or a stop (never of the last Client that acts).
 func RandomOp(r *rand.Rand, w *World, clients int) Op {
-	var live []string
-	for i := 1; i <= clients; i++ {
-		if c := fmt.Sprintf("c%d", i); !w.Stopped(c) {
-			live = append(live, c)
-		}
-	}
+	live := w.acting(clients)
 	owner := fmt.Sprintf("%s:%d", live[r.IntN(len(live))], 1+r.IntN(2))
 	k := w.Key.At(w.Now)
 	if hs := k.Holders(); len(hs) > 0 && !w.Stopped(ClientOf(hs[0].Owner)) && r.IntN(3) == 0 {
@@ -51,16 +46,8 @@ func RandomOp(r *rand.Rand, w *World, clients int) Op {
 		return ReleaseOp(owner, 1)
 	case n < 61:
 		return LeaveOp(owner)
-	case n < 69:
-		switch {
-		case len(live) == 1:
-			return LapseOp(1)
-		case r.IntN(3) == 0:
-			return FreezeOp(ClientOf(owner))
-		}
-		return DieOp(ClientOf(owner))
 	case n < 89:
-		return LapseOp(lapses[r.IntN(len(lapses))])
+		return worldOp(r, n, live, owner)
 	case n < 91:
 		return ForceOp(owner, "")
 	case n < 97:
@@ -69,4 +56,31 @@ func RandomOp(r *rand.Rand, w *World, clients int) Op {
 		return WatchOp(ClientOf(owner) + ":9")
 	}
 	return RenewOp(owner)
+}
+
+// acting returns the Clients ("c1" … of clients) that are neither dead
+// nor stopped.
+func (w *World) acting(clients int) []string {
+	var live []string
+	for i := 1; i <= clients; i++ {
+		if c := fmt.Sprintf("c%d", i); !w.Stopped(c) {
+			live = append(live, c)
+		}
+	}
+	return live
+}
+
+// worldOp is an event of the world for a random n in [61, 89): owner's
+// Client dies or stops (n < 69; time passes instead when it is the last
+// Client that acts), or time passes.
+func worldOp(r *rand.Rand, n int, live []string, owner string) Op {
+	switch {
+	case n >= 69:
+		return LapseOp(lapses[r.IntN(len(lapses))])
+	case len(live) == 1:
+		return LapseOp(1)
+	case r.IntN(3) == 0:
+		return FreezeOp(ClientOf(owner))
+	}
+	return DieOp(ClientOf(owner))
 }

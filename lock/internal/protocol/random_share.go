@@ -50,12 +50,7 @@ func (s ShareSetup) Call(owner, op string, n int64, wait bool) Op {
 // (acquire.lua, release.lua), whose scripts answer -3 once it is a
 // read-write lock's.
 func RandomShareOp(r *rand.Rand, w *World, clients int, s ShareSetup) Op {
-	var live []string
-	for i := 1; i <= clients; i++ {
-		if c := fmt.Sprintf("c%d", i); !w.Stopped(c) {
-			live = append(live, c)
-		}
-	}
+	live := w.acting(clients)
 	owner := fmt.Sprintf("%s:%d", live[r.IntN(len(live))], 1+r.IntN(3))
 	k := w.Key.At(w.Now)
 	if hs := k.SharedHolders(w.Now); len(hs) > 0 && r.IntN(3) == 0 {
@@ -87,16 +82,8 @@ func RandomShareOp(r *rand.Rand, w *World, clients int, s ShareSetup) Op {
 		return s.Call(owner, "r", 1, false)
 	case n < 61:
 		return s.Call(owner, "l", 0, false)
-	case n < 69:
-		switch {
-		case len(live) == 1:
-			return LapseOp(1)
-		case r.IntN(3) == 0:
-			return FreezeOp(ClientOf(owner))
-		}
-		return DieOp(ClientOf(owner))
 	case n < 89:
-		return LapseOp(lapses[r.IntN(len(lapses))])
+		return worldOp(r, n, live, owner)
 	case n < 95:
 		return s.Call(ClientOf(owner)+":9", "k", 0, false)
 	}
