@@ -154,14 +154,15 @@ local function end_hold()
 end
 
 -- The common cases, before queue.lua's helpers are defined (each
--- definition costs every call that runs it): with no queue (q is 1 while
--- one may exist), a holder's call, an attempt on a key of the caller's
--- kind with room, and a last release.
+-- definition costs every call that runs it): a holder's re-entry or
+-- confirmation, queue or not; and with no queue (q is 1 while one may
+-- exist), an attempt on a key of the caller's kind with room, and a last
+-- release.
+if (op == 'a' or op == 'c') and holders[owner] then
+  return again(holders[owner])
+end
 if meta.q ~= '1' and not meta.o then
   local me = holders[owner]
-  if (op == 'a' or op == 'c') and me then
-    return again(me)
-  end
   if op == 'a' and ARGV[6] == '1' and meta.k == (mode == 'p' and 's' .. ARGV[4] or 'rw') then
     if mode == 'p' then
       limit = tonumber(ARGV[4])
