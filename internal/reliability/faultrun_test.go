@@ -104,7 +104,11 @@ func holder(rdb *redis.Client) string { return holderOf(rdb, faultHash) }
 // hash is hash in rdb, or "" when it is free or Redis does not answer.
 // For a semaphore it is the first holder's whose lease has not ended.
 func holderOf(rdb *redis.Client, hash string) string {
-	return holderScript.Run(context.Background(), rdb, []string{hash}).Val().(string)
+	tok, err := holderScript.Run(context.Background(), rdb, []string{hash}).Text()
+	if err != nil {
+		return ""
+	}
+	return tok
 }
 
 // holderScript reads a lock's hash as docs/design.md describes it: the
