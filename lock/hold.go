@@ -85,6 +85,10 @@ func (c *Client) newHold(parent context.Context, key string, lc lockConfig) *hol
 // kind is the hold's shareKind.
 func (h *hold) kind() shareKind { return shareKind(h.share.Load()) }
 
+// turnedShared notes that h, a lock, found its key a read-write lock's
+// (a script answered -3): h is that key's write hold from then on.
+func (h *hold) turnedShared() { h.share.CompareAndSwap(uint32(shareNone), uint32(shareWrite)) }
+
 // leaseArgs returns a lease and its linger time in ms, boxed for script
 // calls: how long Redis keeps the hash of the key after the last release,
 // the lease, at most a second.

@@ -70,7 +70,7 @@ func (nd *node) renew(ctx context.Context, batch []*hold) []leaseState {
 		v, err := cmd.Int64Slice()
 		if i < confirms && err == nil && len(v) == 2 {
 			if v[0] == -3 { // a read-write lock's key: confirm with share.lua next time
-				parts[i][0].share.CompareAndSwap(uint32(shareNone), uint32(shareWrite))
+				parts[i][0].turnedShared()
 				err = errTurnedShared
 			}
 			v = v[:1] // {1, token} when confirmed, {-1, 0} when gone

@@ -22,7 +22,7 @@ func (nd *node) acquire(ctx context.Context, h *hold, n int, wait bool) ([]int64
 		if err != nil || v[0] != -3 {
 			return replyOf(v, err)
 		}
-		h.share.CompareAndSwap(uint32(shareNone), uint32(shareWrite))
+		h.turnedShared()
 	}
 	return replyOf(nd.run(ctx, scripts.Share, h.rk, nd.shareArgs(h, opAcquire, n, w)...).Int64Slice())
 }
@@ -46,7 +46,7 @@ func (nd *node) release(ctx context.Context, h *hold, n int, then replied) (rele
 		if !r.shared {
 			return r, err
 		}
-		h.share.CompareAndSwap(uint32(shareNone), uint32(shareWrite))
+		h.turnedShared()
 	}
 	return parseReleased(nd.run(ctx, scripts.Share, h.rk, nd.shareArgs(h, opRelease, n, 0)...))
 }
@@ -58,7 +58,7 @@ func (nd *node) leave(ctx context.Context, h *hold) error {
 		if err != nil || v != -3 {
 			return err
 		}
-		h.share.CompareAndSwap(uint32(shareNone), uint32(shareWrite))
+		h.turnedShared()
 	}
 	return nd.run(ctx, scripts.Share, h.rk, nd.shareArgs(h, opLeave, 0, 0)...).Err()
 }
@@ -104,7 +104,7 @@ func (nd *node) releaseAll(ctx context.Context, holds []*hold) {
 	var shared []*hold // locks whose keys turned out to be read-write locks'
 	for i, cmd := range cmds {
 		if r, _ := parseReleased(cmd); r.shared {
-			holds[i].share.CompareAndSwap(uint32(shareNone), uint32(shareWrite))
+			holds[i].turnedShared()
 			shared = append(shared, holds[i])
 		}
 	}
