@@ -22,7 +22,10 @@ type syscallCounts map[string]int64
 //	---------------- ---------
 //	total                20031
 //
-// and checks that the calls add up to its total.
+// and checks that the calls add up to its total. A line that begins with
+// a process id is a note of strace's own, which -f may mix into the
+// summary ("17113 ???( <detached ...>", a thread that ended as strace
+// let go of it), and is skipped.
 func parseStraceSummary(text string) (syscallCounts, error) {
 	counts := syscallCounts{}
 	total := int64(-1)
@@ -31,6 +34,9 @@ func parseStraceSummary(text string) (syscallCounts, error) {
 		f := strings.Fields(sc.Text())
 		if len(f) == 0 || f[0] == "syscall" || strings.HasPrefix(f[0], "---") {
 			continue
+		}
+		if _, err := strconv.Atoi(f[0]); err == nil {
+			continue // strace's note about a process
 		}
 		if len(f) != 2 {
 			return nil, fmt.Errorf("strace summary: unexpected line %q", sc.Text())

@@ -55,6 +55,16 @@ func TestParseStraceSummary(t *testing.T) {
 	}
 }
 
+// strace -f notes a thread that ended as it detached inside the summary;
+// the note is not a row (seen under load, with two busy loops).
+func TestParseStraceSummarySkipsProcessNotes(t *testing.T) {
+	text := strings.Replace(straceSample, "read ", "17113 ???( <detached ...>\nread ", 1)
+	c, err := parseStraceSummary(text)
+	if err != nil || c.total() != 22537 {
+		t.Fatalf("parsed %v, %v", c, err)
+	}
+}
+
 func TestParseStraceSummaryRejectsGarbage(t *testing.T) {
 	for _, text := range []string{
 		"",                            // strace wrote nothing
