@@ -16,63 +16,83 @@ import (
 // waiter its turn. A receiver whose Client took the message keeps its
 // place half a window longer (see hand_off in queue.lua), and a turn the
 // check started may be missed too: while the first waiter's turn or place
-// is still on, the key is checked again when it ends (see checkIn). One
-// check at a time per key. nd is the node h's release ran on.
+// is still on, the key is checked again when it ends (see checkIn). A
+// check Redis did not answer is made again (see checkRetry). One check at
+// a time per key. nd is the node h's release ran on.
 func (w *waiters) checkLater(nd *node, h *hold) {
-	w.checkIn(nd, h.rk, h.leaseArg, claimWindow+checkMargin)
+	w.checkIn(&pendingCheck{nd: nd, rk: h.rk, lease: h.leaseArg}, claimWindow+checkMargin)
 }
 
 // checkMargin is how long after a turn or place ends a check runs.
 const checkMargin = 5 * time.Millisecond
 
-// checkIn has rk's key checked on nd in d, and again while the check finds a
+// A check Redis did not answer (a lost command, a connection gone
+// half-open, a restart) is made again after checkRetry, for checkRetryFor
+// after the first that failed: the waiters the check would give a turn
+// may have been told nothing else, and sleep until a lease they were
+// told of long ago.
+const (
+	checkRetry    = claimWindow / 10
+	checkRetryFor = 10 * claimWindow
+)
+
+// checkIn has pc's key checked in d, and again while the check finds a
 // waiter's turn or place that ends within a window and a half (a hand-off
-// or a turn; not a waiter queued behind a held lease).
-func (w *waiters) checkIn(nd *node, rk redisKeys, lease any, d time.Duration) {
+// or a turn; not a waiter queued behind a held lease), or gets no answer.
+func (w *waiters) checkIn(pc *pendingCheck, d time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || w.checks[rk.lock] != nil {
+	if w.closed || w.checks[pc.rk.lock] != nil {
 		return
 	}
-	pc := &pendingCheck{nd: nd, rk: rk, lease: lease}
 	pc.timer = time.AfterFunc(d, func() {
 		w.mu.Lock()
 		delete(w.checks, pc.rk.lock)
 		w.mu.Unlock()
 		w.c.tasks.Run(func() {
-			if again := w.c.check(pc.nd, pc.rk, pc.lease); again > 0 && again <= claimWindow+claimWindow/2 {
-				w.checkIn(pc.nd, pc.rk, pc.lease, again+checkMargin)
+			again, err := w.c.check(pc.nd, pc.rk, pc.lease)
+			switch {
+			case err != nil:
+				if pc.failing.IsZero() {
+					pc.failing = time.Now()
+				}
+				if time.Since(pc.failing) < checkRetryFor {
+					w.checkIn(pc, checkRetry)
+				}
+			case again > 0 && again <= claimWindow+claimWindow/2:
+				pc.failing = time.Time{}
+				w.checkIn(pc, again+checkMargin)
 			}
 		})
 	})
-	w.checks[rk.lock] = pc
+	w.checks[pc.rk.lock] = pc
 }
 
 // A pendingCheck is a check after a hand-off that is not due yet.
 type pendingCheck struct {
-	timer *time.Timer
-	nd    *node
-	rk    redisKeys
-	lease any
+	timer   *time.Timer
+	nd      *node
+	rk      redisKeys
+	lease   any
+	failing time.Time // since when Redis answered none of this key's checks; zero while it does
 }
 
 // check runs acquire.lua's check mode on rk's key on nd, bounded by
 // janitor.CleanupTimeout, and returns when the first waiter's turn or place ends
-// (0: the key is held, nobody waits, or Redis did not answer: the
-// waiters' own timers remain).
-func (c *Client) check(nd *node, rk redisKeys, lease any) time.Duration {
+// (0: the key is held, or nobody waits), or the error of a check Redis did
+// not answer.
+func (c *Client) check(nd *node, rk redisKeys, lease any) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(c.life, janitor.CleanupTimeout)
 	defer cancel()
 	owner := c.newOwner(false)
 	v, err := nd.run(ctx, scripts.Acquire, rk, owner, lease, 1, nd.claimArg, checkMode, nd.publish).Int64Slice()
 	if err == nil && len(v) == 2 && v[0] == -3 { // shared holds: share.lua hands free room on
-		_ = nd.run(ctx, scripts.Share, rk, owner, opCheck, "p", 0, lease, 1, nd.claimArg, 0, nd.publish, lease).Err()
-		return 0
+		return 0, nd.run(ctx, scripts.Share, rk, owner, opCheck, "p", 0, lease, 1, nd.claimArg, 0, nd.publish, lease).Err()
 	}
 	if err != nil || len(v) < 2 {
-		return 0
+		return 0, err
 	}
-	return time.Duration(v[1]) * time.Millisecond
+	return time.Duration(v[1]) * time.Millisecond, nil
 }
 
 // handOverChecks has every Client with a queued waiter of the keys of

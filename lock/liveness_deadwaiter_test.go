@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
+	"github.com/lockkit/lockkit/lock/internal/janitor"
 )
 
 // Liveness with dead waiters and holders: a key held by, or handed to, a
@@ -142,40 +143,69 @@ func TestLiveWaiterBetweenKilledProcesses(t *testing.T) {
 // after. The releasing Client is alive. The watchers Redis picks (the
 // first two other Clients behind the receiver, and the last waiter) belong
 // to processes killed before; a live waiter of a third Client stands among
-// them. It must get the key within two claim windows of the release.
+// them. It must get the key within two claim windows of the release, or
+// of the end of the releasing Client's first check when Redis never
+// answered it.
 func TestFrozenThenKilledReceiverDoesNotStallKey(t *testing.T) {
 	t.Parallel()
-	srv, rdb := newReal(t)
-	ctx := context.Background()
-	key := "adv-frozen-receiver-" + randKey()
-	releaser := locktest.NewClient(t, srv.Client(t))
-	_, unlock := locktest.MustLock(t, releaser, ctx, key, lock.WithLease(time.Minute))
-	child := func(want int) *exec.Cmd {
-		return locktest.StartChild(t, fmt.Sprintf("LOCKKIT_CHILD_WAIT=%s,%s,%d,%d", srv.Addr, key, 1, want), "queued")
+	for _, tc := range []struct {
+		name string
+		lose bool // the releasing Client's first check is lost on a half-open connection
+	}{
+		{"checked", false},
+		{"first check lost", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, rdb := newReal(t)
+			ctx := context.Background()
+			key := "adv-frozen-receiver-" + randKey()
+			px := locktest.StartProxy(t, srv.Addr)
+			prdb := redis.NewClient(&redis.Options{Addr: px.Addr()})
+			t.Cleanup(func() { _ = prdb.Close() })
+			releaser := locktest.NewClient(t, prdb)
+			_, unlock := locktest.MustLock(t, releaser, ctx, key, lock.WithLease(time.Minute))
+			child := func(want int) *exec.Cmd {
+				return locktest.StartChild(t, fmt.Sprintf("LOCKKIT_CHILD_WAIT=%s,%s,%d,%d", srv.Addr, key, 1, want), "queued")
+			}
+			receiver := child(1)
+			dead := []*exec.Cmd{child(2), child(3)}
+			live, res := lockAsync(locktest.NewClient(t, srv.Client(t)), ctx, key, lock.WithMaxWait(10*time.Second))
+			waitQueued(t, rdb, key, 4)
+			dead = append(dead, child(5)) // the last waiter
+			waitSubscribed(t, rdb, key, 5)
+			for _, p := range dead {
+				_ = p.Process.Kill()
+				_ = p.Wait()
+			}
+			waitSubscribed(t, rdb, key, 2)
+			queue := rdb.LRange(ctx, "lockkit:{"+key+"}:queue", 0, -1).Val()
+			_ = receiver.Process.Signal(syscall.SIGSTOP)
+			if err := unlock(); err != nil { // hands the key to the frozen receiver
+				t.Fatal(err)
+			}
+			handed := time.Now()
+			var lost <-chan struct{}
+			if tc.lose {
+				lost = px.LoseFirst(key) // the releaser sends nothing else naming it
+			}
+			_ = receiver.Process.Kill()
+			_ = receiver.Wait()
+			if o := ownerIn(t, rdb, key); len(queue) != 5 || o != queue[0] {
+				t.Fatalf("premise: queue %q, key handed to %q", queue, o)
+			}
+			since := handed
+			if tc.lose {
+				locktest.Within(t, lost, 3*time.Second, "premise: the releasing Client's check sent")
+				since = time.Now().Add(janitor.CleanupTimeout) // when the check gives up
+			}
+			what := "the live waiter"
+			if tc.lose {
+				what += ", after the lost check gave up,"
+			}
+			waitTaken(t, live, res, since, twoWindows(), what)
+		})
 	}
-	receiver := child(1)
-	dead := []*exec.Cmd{child(2), child(3)}
-	live, res := lockAsync(locktest.NewClient(t, srv.Client(t)), ctx, key, lock.WithMaxWait(10*time.Second))
-	waitQueued(t, rdb, key, 4)
-	dead = append(dead, child(5)) // the last waiter
-	waitSubscribed(t, rdb, key, 5)
-	for _, p := range dead {
-		_ = p.Process.Kill()
-		_ = p.Wait()
-	}
-	waitSubscribed(t, rdb, key, 2)
-	queue := rdb.LRange(ctx, "lockkit:{"+key+"}:queue", 0, -1).Val()
-	_ = receiver.Process.Signal(syscall.SIGSTOP)
-	if err := unlock(); err != nil { // hands the key to the frozen receiver
-		t.Fatal(err)
-	}
-	handed := time.Now()
-	_ = receiver.Process.Kill()
-	_ = receiver.Wait()
-	if o := ownerIn(t, rdb, key); len(queue) != 5 || o != queue[0] {
-		t.Fatalf("premise: queue %q, key handed to %q", queue, o)
-	}
-	waitTaken(t, live, res, handed, twoWindows(), "the live waiter")
 }
 
 // SIGKILLed processes with waiters queued for a key hold up a released

@@ -16,7 +16,8 @@ import (
 // connection's state does), deliveries held back, one command held back
 // so that others overtake it, every connection frozen (a partition) and
 // thawed with what it held coming late, and one reply lost with its
-// connection. It stops when the test ends.
+// connection, or one command lost on a connection gone half-open. It
+// stops when the test ends.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -35,6 +36,8 @@ type Proxy struct {
 	frozen   *freeze       // while set, nothing is forwarded
 	drop     []byte        // when set, the next reply equal to it is dropped
 	dropped  chan struct{} // closed when it was
+	loseKey  []byte        // when set, the connection of the first chunk sent naming it goes half-open
+	lost     chan struct{} // closed when it did
 }
 
 // freeze is one Freeze: Thaw sets late, then closes thawed.
@@ -125,6 +128,9 @@ func (p *Proxy) pump(c *proxiedConn, src, dst net.Conn, up bool) {
 			}
 			if !up && p.drops(buf[:n]) {
 				return // the deferred Close cuts the client off; its other pump then ends
+			}
+			if up {
+				p.loseIfFirst(c, buf[:n])
 			}
 			c.mu.Lock()
 			if up && bytes.Contains(bytes.ToLower(buf[:n]), []byte("subscribe\r\n")) { // the command, not a script's text
@@ -339,4 +345,32 @@ func (p *Proxy) drops(b []byte) bool {
 	p.drop = nil
 	close(p.dropped)
 	return true
+}
+
+// LoseFirst makes the connection of the first command a client sends
+// that names key go half-open, as one whose NAT state was dropped: that
+// command, and all either side sends on it afterwards, is read and
+// thrown away, and nobody is told. The client gets no reply and gives up
+// at its deadline; its other connections are left alone. The returned
+// channel is closed when that command was read.
+func (p *Proxy) LoseFirst(key string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loseKey, p.lost = []byte(key), make(chan struct{})
+	return p.lost
+}
+
+// loseIfFirst black-holes c when b, sent by its client, is the first
+// chunk naming the key LoseFirst set.
+func (p *Proxy) loseIfFirst(c *proxiedConn, b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.loseKey == nil || !bytes.Contains(b, p.loseKey) {
+		return
+	}
+	p.loseKey = nil
+	c.mu.Lock()
+	c.dead = true
+	c.mu.Unlock()
+	close(p.lost)
 }

@@ -166,3 +166,24 @@ func TestProxyDropsOneReplyAndCutsItsConnection(t *testing.T) {
 		t.Fatalf("the same reply again: %q, %v, want it forwarded", got, err)
 	}
 }
+
+func TestProxyLosesFirstCommandNamingKeyAndItsConnection(t *testing.T) {
+	t.Parallel()
+	p := StartProxy(t, echoServer(t))
+	other, ro := dial(t, p)
+	if _, err := roundTrip(t, other, ro, "get k0\r\n", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	lost := p.LoseFirst("k1")
+	c, r := dial(t, p)
+	if got, err := roundTrip(t, c, r, "get k1\r\n", 200*time.Millisecond); err == nil {
+		t.Fatalf("the first command naming the key got %q, want no answer", got)
+	}
+	Within(t, lost, time.Second, "the lost command seen")
+	if got, err := roundTrip(t, c, r, "get k2\r\n", 200*time.Millisecond); err == nil {
+		t.Fatalf("a later command on the half-open connection got %q, want no answer", got)
+	}
+	if got, err := roundTrip(t, other, ro, "get k1\r\n", time.Second); err != nil || got != "get k1\r\n" {
+		t.Fatalf("another connection naming the key: %q, %v; want it forwarded", got, err)
+	}
+}
