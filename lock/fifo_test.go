@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +21,7 @@ import (
 // Redis, whatever Client they belong to; TryLock never queues.
 
 // replyFaults acts on the script calls of one lock hash: it holds back the
-// next attempt to acquire it (once armed) until let is closed, closing
+// next new owner's attempt to acquire it (once armed) until let is closed, closing
 // held when it has it, and loses the reply of the next release (once
 // armed) after Redis ran it, as a connection that broke then would.
 type replyFaults struct {
@@ -26,34 +29,70 @@ type replyFaults struct {
 	holdBack  atomic.Bool
 	held, let chan struct{}
 	loseReply atomic.Bool
+
+	mu   sync.Mutex
+	seen map[string]struct{} // owners whose attempts on key were sent
 }
 
 func (f *replyFaults) DialHook(next redis.DialHook) redis.DialHook { return next }
 
+// A Client sends a lone call as one command and concurrent calls as a
+// pipeline (see internal/pipe), so the faults are injected in both.
 func (f *replyFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			f.holdIfAttempt(cmd.Args())
+		}
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if f.losesReplyOf(cmd.Args()) {
+				cmd.SetErr(errReplyLost)
+				err = errReplyLost
+			}
+		}
+		return err
+	}
 }
 
 func (f *replyFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if len(args) < 4 || args[3] != f.key {
-			return next(ctx, cmd)
-		}
-		// acquire.lua has 4 keys and 6 arguments, release.lua 4 and 5.
-		switch {
-		case len(args) == 13 && f.holdBack.CompareAndSwap(true, false):
-			close(f.held)
-			<-f.let
-		case len(args) == 12 && f.loseReply.CompareAndSwap(true, false):
-			if err := next(ctx, cmd); err != nil {
-				return err
-			}
+		f.holdIfAttempt(cmd.Args())
+		err := next(ctx, cmd)
+		if err == nil && f.losesReplyOf(cmd.Args()) {
 			cmd.SetErr(errReplyLost)
 			return errReplyLost
 		}
-		return next(ctx, cmd)
+		return err
 	}
+}
+
+// holdIfAttempt holds back, once holdBack is set, the first attempt on
+// f's key of an owner that made none before (a new Lock call; not the
+// retry of a waiter), until let is closed. acquire.lua has 4 keys and 6
+// arguments, the owner first.
+func (f *replyFaults) holdIfAttempt(args []any) {
+	if len(args) != 13 || args[3] != f.key {
+		return
+	}
+	owner, _ := args[7].(string)
+	f.mu.Lock()
+	_, old := f.seen[owner]
+	if f.seen == nil {
+		f.seen = make(map[string]struct{})
+	}
+	f.seen[owner] = struct{}{}
+	f.mu.Unlock()
+	if !old && f.holdBack.CompareAndSwap(true, false) {
+		close(f.held)
+		<-f.let
+	}
+}
+
+// losesReplyOf reports whether the reply of the command with args is to be
+// lost: the first release of f's key (4 keys and 5 arguments) once
+// loseReply is set.
+func (f *replyFaults) losesReplyOf(args []any) bool {
+	return len(args) == 12 && args[3] == f.key && f.loseReply.CompareAndSwap(true, false)
 }
 
 var errReplyLost = errors.New("injected: the reply was lost")
@@ -299,8 +338,8 @@ func TestLostReleaseReplyStillWakesHandedWaiter(t *testing.T) {
 	waitQueued(t, rdb, key, 2)
 	close(f.let)
 	waitQueued(t, rdb, key, 3)
-	if q := rdb.LRange(ctx, "lockkit:{lost-reply}:queue", 0, -1).Val(); len(q) != 3 {
-		t.Fatalf("queue %v", q)
+	if q := rdb.LRange(ctx, "lockkit:{lost-reply}:queue", 0, -1).Val(); len(q) != 3 || ownerSeq(t, q[1]) < ownerSeq(t, q[2]) {
+		t.Fatalf("premise: queue %v, want w0, then b, then a (whose owner was made before b's)", q)
 	}
 
 	if err := unlock(); err != nil {
@@ -372,4 +411,15 @@ func TestTryLockDoesNotQueue(t *testing.T) {
 			t.Errorf("%s left after the only waiter gave up", k)
 		}
 	}
+}
+
+// ownerSeq is the sequence number of owner "<client id>:<seq>": the
+// owners of a Client's Lock calls are numbered in the order of the calls.
+func ownerSeq(t *testing.T, owner string) int {
+	t.Helper()
+	n, err := strconv.Atoi(owner[strings.LastIndexByte(owner, ':')+1:])
+	if err != nil {
+		t.Fatalf("owner %q: %v", owner, err)
+	}
+	return n
 }
