@@ -1,0 +1,177 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// Key is the lock key of the election called name: "leader:" + name.
+func Key(name string) string { return "leader:" + name }
+
+// An Election campaigns for one name on behalf of this process. Create it
+// with [New]; it is safe for concurrent use.
+type Election struct {
+	locker lock.Locker
+	name   string
+	cfg    config
+
+	mu      sync.Mutex
+	running bool            // a Run is under way
+	term    context.Context // the lead context of the current term; nil between terms
+}
+
+// New returns an Election for name (not empty) on locker. It returns an
+// error matching [lock.ErrInvalid] for an empty name or a bad option.
+func New(locker lock.Locker, name string, opts ...Option) (*Election, error) {
+	if locker == nil {
+		return nil, fmt.Errorf("%w: leader: nil locker", lock.ErrInvalid)
+	}
+	if name == "" {
+		return nil, fmt.Errorf("%w: leader: empty election name", lock.ErrInvalid)
+	}
+	cfg := config{backoff: defaultBackoff, maxBackoff: defaultMaxBackoff, logger: slog.Default()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := errors.Join(cfg.bad...); err != nil {
+		return nil, err
+	}
+	return &Election{locker: locker, name: name, cfg: cfg}, nil
+}
+
+// Run campaigns for name until ctx ends: New(locker, name, opts...), then
+// [Election.Run] with lead. It returns ctx's error, or New's.
+func Run(ctx context.Context, locker lock.Locker, name string, lead func(ctx context.Context) error, opts ...Option) error {
+	e, err := New(locker, name, opts...)
+	if err != nil {
+		return err
+	}
+	return e.Run(ctx, lead)
+}
+
+// Run campaigns until ctx ends, and returns ctx's error.
+//
+// A campaign waits for the election's lock ([lock.Locker.Lock], queued
+// first come, first served). Once it holds it, this process leads: lead
+// runs with the lock's context, which is cancelled when leadership is lost
+// (cause [lock.ErrLost]) or ctx ends. When lead returns, or panics (the
+// panic is logged and counts as an error), Run resigns: it releases the
+// lock, which goes to the next replica at once. Then it campaigns again,
+// after a pause: the back-off ([WithBackoff]), which doubles while terms
+// end with an error or a loss, or campaigns fail, in a row.
+//
+// Run does not return while lead runs: after ctx ends it waits for lead
+// to return. Two Runs of one Election at once are refused with an error
+// matching [lock.ErrInvalid].
+func (e *Election) Run(ctx context.Context, lead func(ctx context.Context) error) error {
+	if lead == nil {
+		return fmt.Errorf("%w: leader: nil lead function", lock.ErrInvalid)
+	}
+	e.mu.Lock()
+	busy := e.running
+	e.running = true
+	e.mu.Unlock()
+	if busy {
+		return fmt.Errorf("%w: leader: election %q is running already", lock.ErrInvalid, e.name)
+	}
+	defer func() {
+		e.mu.Lock()
+		e.running = false
+		e.mu.Unlock()
+	}()
+	pause := e.cfg.backoff
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		failed := e.term1(ctx, lead)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !failed {
+			pause = e.cfg.backoff
+		}
+		if !sleep(ctx, pause) {
+			return ctx.Err()
+		}
+		if failed {
+			pause = min(2*pause, e.cfg.maxBackoff)
+		}
+	}
+}
+
+// term1 campaigns once and, when elected, leads until lead returns. It
+// reports whether the campaign or the term failed: a Redis error, lead's
+// error or panic, or a loss.
+func (e *Election) term1(ctx context.Context, lead func(ctx context.Context) error) bool {
+	lctx, unlock, err := e.locker.Lock(ctx, Key(e.name), e.cfg.lockOpts...)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.cfg.logger.Warn("leader: campaign failed", "election", e.name, "err", err)
+		}
+		return true
+	}
+	e.mu.Lock()
+	e.term = lctx
+	e.mu.Unlock()
+	err = call(lctx, lead)
+	e.mu.Lock()
+	e.term = nil
+	e.mu.Unlock()
+	lost := errors.Is(context.Cause(lctx), lock.ErrLost)
+	if uerr := unlock(); uerr != nil && !errors.Is(uerr, lock.ErrLost) && !errors.Is(uerr, lock.ErrClosed) {
+		e.cfg.logger.Warn("leader: resigning failed; the lease lapses by itself", "election", e.name, "err", uerr)
+	}
+	if err != nil && ctx.Err() == nil && !lost {
+		e.cfg.logger.Warn("leader: lead returned an error", "election", e.name, "err", err)
+	}
+	return (err != nil || lost) && ctx.Err() == nil
+}
+
+// call runs lead, turning a panic into an error.
+func call(ctx context.Context, lead func(ctx context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("leader: lead panicked: %v", r)
+		}
+	}()
+	return lead(ctx)
+}
+
+// IsLeader reports whether this process leads now: a term is on and its
+// lead context has not ended. It reads local state only, no Redis.
+func (e *Election) IsLeader() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.term != nil && e.term.Err() == nil
+}
+
+// Token returns the fencing token of the current term, and whether this
+// process leads now (see [Election.IsLeader]). Tokens strictly increase
+// with every term, whoever leads it.
+func (e *Election) Token() (uint64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.term == nil || e.term.Err() != nil {
+		return 0, false
+	}
+	return lock.FencingToken(e.term, Key(e.name))
+}
+
+// sleep waits d, and reports false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

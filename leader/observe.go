@@ -1,0 +1,85 @@
+package leader
+
+import (
+	"context"
+	"time"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// An Inspector reads a lock's state from Redis; [lock.Client] is one.
+type Inspector interface {
+	Inspect(ctx context.Context, key string) (lock.LockInfo, error)
+}
+
+// Info is who leads an election, as Redis has it.
+type Info struct {
+	// Led tells that a leader holds the election's lock.
+	Led bool
+	// Leader is its owner: its label ([lock.WithOwnerLabel]), host and
+	// process id. Token is the fencing token of its term, and Lease the
+	// time left of its lease.
+	Leader lock.Owner
+	Token  uint64
+	Lease  time.Duration
+}
+
+// same reports whether i and j name the same term.
+func (i Info) same(j Info) bool {
+	return i.Led == j.Led && i.Leader.ID == j.Leader.ID && i.Token == j.Token
+}
+
+// Current returns who leads election name now, in one Redis call. Its
+// error is the Inspector's.
+func Current(ctx context.Context, in Inspector, name string) (Info, error) {
+	li, err := in.Inspect(ctx, Key(name))
+	if err != nil {
+		return Info{}, err
+	}
+	if !li.Held {
+		return Info{}, nil
+	}
+	return Info{Led: true, Leader: li.Holder, Token: li.Token, Lease: li.RemainingLease}, nil
+}
+
+// DefaultObserveEvery is how often [Observe] reads who leads.
+const DefaultObserveEvery = time.Second
+
+// Observe reads who leads election name every interval (0:
+// [DefaultObserveEvery]) until ctx ends, and sends the first answer and
+// then every change of term (another leader, another token, or none) on
+// the channel it returns, which it closes when ctx ends. A reading that
+// fails (Redis unreachable) is skipped: the last value sent stands. A
+// receiver that falls behind gets the latest term, not every one.
+func Observe(ctx context.Context, in Inspector, name string, interval time.Duration) <-chan Info {
+	if interval <= 0 {
+		interval = DefaultObserveEvery
+	}
+	ch := make(chan Info, 1)
+	go func() {
+		defer close(ch)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		var last Info
+		first := true
+		for {
+			rctx, cancel := context.WithTimeout(ctx, interval)
+			info, err := Current(rctx, in, name)
+			cancel()
+			if err == nil && (first || !info.same(last)) {
+				first, last = false, info
+				select { // the receiver gets the latest term
+				case <-ch:
+				default:
+				}
+				ch <- info
+			}
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
+}

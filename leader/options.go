@@ -1,0 +1,57 @@
+package leader
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// Defaults of [WithBackoff].
+const (
+	defaultBackoff    = 100 * time.Millisecond
+	defaultMaxBackoff = 30 * time.Second
+)
+
+// An Option configures an [Election].
+type Option func(*config)
+
+type config struct {
+	lockOpts            []lock.LockOption
+	backoff, maxBackoff time.Duration
+	logger              *slog.Logger
+	bad                 []error
+}
+
+// WithLease sets the lease of the election's lock, renewed by the
+// watchdog while this process leads: a crashed leader is replaced within
+// it. Default: the Client's default lease ([lock.WithDefaultLease]).
+func WithLease(d time.Duration) Option {
+	return func(c *config) { c.lockOpts = append(c.lockOpts, lock.WithLease(d)) }
+}
+
+// WithBackoff sets the pause between a term's end (or a failed campaign)
+// and the next campaign: initial after a term that ended well, doubling
+// up to max while terms end with lead's error, a panic or a loss, or
+// campaigns fail with a Redis error, in a row. Defaults: 100 ms and 30 s.
+// It returns an error from [New] unless 0 < initial <= max.
+func WithBackoff(initial, max time.Duration) Option {
+	return func(c *config) {
+		if initial <= 0 || max < initial {
+			c.bad = append(c.bad, fmt.Errorf("%w: leader: back-off %v to %v: want 0 < initial <= max", lock.ErrInvalid, initial, max))
+			return
+		}
+		c.backoff, c.maxBackoff = initial, max
+	}
+}
+
+// WithLogger sets where failed campaigns, lead's errors and panics are
+// logged (level Warn). Default: [slog.Default].
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
