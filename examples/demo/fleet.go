@@ -22,6 +22,7 @@ import (
 	"github.com/lockkit/lockkit/cronlock"
 	"github.com/lockkit/lockkit/examples/internal/embedded"
 	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/leader"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/otellock"
 )
@@ -32,20 +33,22 @@ type fleet struct {
 	redisName string
 	shop      *shop
 	spans     *tracetest.SpanRecorder
+	terms     *terms // of the replicas' leader election
 	replicas  []*replica
 	closers   []func()
 }
 
 // replica is one instance of the service, as one pod would run it.
 type replica struct {
-	locker *lock.Client
-	sched  *cronlock.Scheduler
-	srv    *http.Server
-	addr   string
+	locker      *lock.Client
+	sched       *cronlock.Scheduler
+	srv         *http.Server
+	addr        string
+	stopLeading func() // ends its campaign (resigning if it leads) and waits for it
 }
 
 func startFleet(cfg config) (_ *fleet, err error) {
-	f := &fleet{redisName: "embedded Redis", spans: tracetest.NewSpanRecorder()}
+	f := &fleet{redisName: "embedded Redis", spans: tracetest.NewSpanRecorder(), terms: newTerms()}
 	defer func() {
 		if err != nil {
 			f.close()
@@ -77,15 +80,16 @@ func startFleet(cfg config) (_ *fleet, err error) {
 	f.shop = newShop(data, prefix, cfg.payTime, tp.Tracer("lockkit-demo"))
 
 	gin.SetMode(gin.ReleaseMode)
-	for range cfg.replicas {
-		r, err := f.startReplica(opt, prefix, obs, tp)
+	for i := range cfg.replicas {
+		r, err := f.startReplica(i, opt, prefix, obs, tp)
 		if err != nil {
 			return nil, err
 		}
 		f.replicas = append(f.replicas, r)
 	}
-	for _, r := range f.replicas {
+	for i, r := range f.replicas {
 		r.sched.Start()
+		f.campaign(i, r)
 	}
 	return f, nil
 }
@@ -100,10 +104,11 @@ func runPrefix() (string, error) {
 	return "lockkit-demo-" + hex.EncodeToString(b[:]), nil
 }
 
-func (f *fleet) startReplica(opt *redis.Options, prefix string, obs *otellock.Observer, tp *sdktrace.TracerProvider) (*replica, error) {
+func (f *fleet) startReplica(i int, opt *redis.Options, prefix string, obs *otellock.Observer, tp *sdktrace.TracerProvider) (*replica, error) {
 	rdb := redis.NewClient(opt) // each replica its own pool, as in separate processes
 	f.closers = append(f.closers, func() { _ = rdb.Close() })
-	locker, err := lock.New(rdb, lock.WithPrefix(prefix), lock.WithObserver(obs))
+	locker, err := lock.New(rdb, lock.WithPrefix(prefix), lock.WithObserver(obs),
+		lock.WithOwnerLabel(fmt.Sprintf("replica-%d", i+1))) // who leads, in Redis
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +146,22 @@ func (f *fleet) startReplica(opt *redis.Options, prefix string, obs *otellock.Ob
 		return nil, err
 	}
 	return r, nil
+}
+
+// campaign has replica i run for the election's leader in the
+// background, until stopLeading.
+func (f *fleet) campaign(i int, r *replica) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = leader.Run(ctx, r.locker, election, f.terms.lead(i))
+	}()
+	r.stopLeading = func() {
+		cancel()
+		<-done
+	}
+	f.closers = append(f.closers, r.stopLeading)
 }
 
 func (f *fleet) urls() []string {

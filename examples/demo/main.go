@@ -4,7 +4,10 @@
 // every second, all traced by otellock. The demo drives concurrent HTTP
 // payments at them, with many duplicates per order, then reports and
 // checks what matters: every order paid exactly once, no two payments of
-// an order at once, every cron tick run once, no lease lost. Its clients
+// an order at once, every cron tick run once, no lease lost. The replicas
+// also elect one leader (package leader) for singleton work; at the end
+// the leader's replica stops, as in a rolling deploy, and another must
+// lead within a second, no two terms ever at once. Its clients
 // act as real ones: answered 409 (the order is being paid by another
 // request) or 503 (the lock service did not answer in time, as on a busy
 // host), they ask again after the answer's Retry-After, a few times at
@@ -95,7 +98,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 		cfg.replicas, f.listenAddrs(), cfg.concurrency, cfg.duration, f.redisName)
 	orders, statuses, payments := drive(ctx, cfg, f.urls(), out)
 	f.stopCron()
+	hand := f.handOverLeader(ctx)
 	rep := newReport(orders, statuses, payments, f.shop, f.spans.Ended())
+	rep.leader = hand
 	rep.print(out)
 	if cfg.serve && ctx.Err() == nil {
 		fmt.Fprintf(out, "\nserving until interrupted; try:\n  curl -i -X POST %s/orders/42/pay\n", f.urls()[0])

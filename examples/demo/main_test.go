@@ -33,7 +33,7 @@ func TestDemoEmbedded(t *testing.T) {
 	if rep.statuses[409] == 0 {
 		t.Errorf("no request was turned away: the load never contended\n%s", out.String())
 	}
-	for _, want := range []string{"each paid exactly once  ok", "not answered 200 within 5 requests  ok", "answered \"already paid\"", "lost leases  0  ok", "lock.hold", "PASS"} {
+	for _, want := range []string{"each paid exactly once  ok", "not answered 200 within 5 requests  ok", "answered \"already paid\"", "lost leases  0  ok", "terms on at once: 0  ok", "lock.hold", "PASS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

@@ -29,6 +29,7 @@ type report struct {
 	waits     []time.Duration // of lock.acquire spans
 	lost      int             // lock.hold spans ended by a lost lease
 	trace     []string        // one request's spans, indented
+	leader    handOver        // the leader election's hand-over at the end
 }
 
 func newReport(orders map[string]bool, statuses map[int]int, payments []payment, s *shop, spans []sdktrace.ReadOnlySpan) *report {
@@ -77,7 +78,7 @@ func newReport(orders map[string]bool, statuses map[int]int, payments []payment,
 // ok reports whether every invariant held.
 func (r *report) ok() bool {
 	return r.onlyExpected() && r.gaveUp == 0 && r.orders > 0 && len(r.badOrders) == 0 && r.maxPaying == 1 &&
-		r.ticks > 0 && r.twice == 0 && r.lost == 0
+		r.ticks > 0 && r.twice == 0 && r.lost == 0 && r.leader.ok()
 }
 
 // onlyExpected reports whether every answer was 200, or a 409 or 503 that
@@ -132,6 +133,7 @@ func (r *report) print(w io.Writer) {
 			percentile(r.waits, 0.50), percentile(r.waits, 0.99), len(r.waits))
 	}
 	fmt.Fprintf(w, "lost leases  %d  %s\n", r.lost, check(r.lost == 0))
+	r.leader.print(w, check)
 	if len(r.trace) > 0 {
 		fmt.Fprintf(w, "\none payment's trace:\n%s", strings.Join(r.trace, ""))
 	}
