@@ -119,8 +119,10 @@ func everyEnd(t *testing.T, tel *telemetry, locker *lock.Client, ctx context.Con
 		_ = u()
 	}
 
-	// A key deleted under its holder: the watchdog finds it gone.
-	lctx, unlockLost := locktest.MustLock(t, locker, ctx, "orders:2", lock.WithLease(100*time.Millisecond))
+	// A key deleted under its holder: the watchdog finds it gone at its
+	// first renewal, a third of the lease on. (A lease of 2 s gives a
+	// quorum node 100 ms to answer, enough beside two busy loops.)
+	lctx, unlockLost := locktest.MustLock(t, locker, ctx, "orders:2", lock.WithLease(2*time.Second))
 	for _, mr := range mrs {
 		mr.FlushAll()
 	}
