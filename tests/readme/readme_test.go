@@ -14,7 +14,9 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/leader"
 	"github.com/lockkit/lockkit/lock"
+	"github.com/lockkit/lockkit/locktest"
 )
 
 var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
@@ -87,6 +89,23 @@ func TestPermitsSnippet(t *testing.T) {
 	})
 	if err != nil || !held {
 		t.Fatalf("err %v, held %v", err, held)
+	}
+}
+
+func TestLeaderSnippet(t *testing.T) {
+	locker := locktest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	led := false
+	err := leaders(ctx, locker, func(ctx context.Context) error {
+		led = lock.Held(ctx, leader.Key("reconciler"))
+		cancel() // the replica stops: Run resigns and returns
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || !led {
+		t.Fatalf("err %v, led %v; want context.Canceled after leading", err, led)
+	}
+	if info, err := leader.Current(context.Background(), locker, "reconciler"); err != nil || info.Led {
+		t.Fatalf("after the stop: %+v, %v; want nobody leading", info, err)
 	}
 }
 

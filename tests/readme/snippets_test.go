@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockkit/lockkit/cronlock"
 	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/leader"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/locktest"
 	"github.com/lockkit/lockkit/otellock"
@@ -73,6 +74,13 @@ func cronJobs(locker lock.Locker, cleanup func(context.Context) error) error {
 	s.Start()
 	defer func() { <-s.Stop().Done() }() // 10 s grace for running jobs, then cancels them
 	return nil
+}
+
+func leaders(ctx context.Context, locker *lock.Client, reconcile func(context.Context) error) error {
+	err := leader.Run(ctx, locker, "reconciler", func(ctx context.Context) error {
+		return reconcile(ctx) // ctx ends with cause lock.ErrLost if leadership is lost
+	}) // campaigns until ctx ends; resigns when reconcile returns or ctx ends
+	return err
 }
 
 func tracing(rdb *redis.Client) error {
