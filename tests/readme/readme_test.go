@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/gin-gonic/gin"
@@ -106,6 +107,36 @@ func TestLeaderSnippet(t *testing.T) {
 	}
 	if info, err := leader.Current(context.Background(), locker, "reconciler"); err != nil || info.Led {
 		t.Fatalf("after the stop: %+v, %v; want nobody leading", info, err)
+	}
+}
+
+func TestElectionSnippet(t *testing.T) {
+	locker := locktest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	led := make(chan struct{})
+	err := election(ctx, locker, func(ctx context.Context) error {
+		close(led)
+		<-ctx.Done()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-led:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the replica did not lead within 5 s")
+	}
+	cancel()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		info, err := leader.Current(context.Background(), locker, "reconciler")
+		if err == nil && !info.Led {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after the stop: %+v, %v; want nobody leading", info, err)
+		}
 	}
 }
 

@@ -83,6 +83,18 @@ func leaders(ctx context.Context, locker *lock.Client, reconcile func(context.Co
 	return err
 }
 
+func election(ctx context.Context, locker *lock.Client, reconcile func(context.Context) error) error {
+	e, err := leader.New(locker, "reconciler", leader.WithLease(10*time.Second))
+	if err != nil {
+		return err // lock.ErrInvalid: empty name, bad back-off
+	}
+	go func() { _ = e.Run(ctx, reconcile) }() // reconcile(ctx) runs while this replica leads
+	if tok, ok := e.Token(); ok {
+		_ = tok // fence the leader's writes with it
+	}
+	return nil
+}
+
 func tracing(rdb *redis.Client) error {
 	obs, err := otellock.New() // the global TracerProvider and MeterProvider
 	if err != nil {
