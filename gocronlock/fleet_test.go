@@ -1,0 +1,241 @@
+package gocronlock_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/lockkit/lockkit/gocronlock"
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/internal/redistest"
+)
+
+// The fleet table: replicas of one job, each with its own lock.Client and
+// gocron scheduler on one real redis-server, started apart and with
+// clocks off, under the naive Locker (the control) and under
+// gocronlock's. A tick is a cluster of runs that start less than half
+// the interval apart; runs beyond one per tick are double runs, and gaps
+// between ticks of about k intervals count k-1 missed ticks.
+
+// tally is one row of the table.
+type tally struct{ runs, doubles, missed int }
+
+func (r tally) String() string {
+	return fmt.Sprintf("runs=%d double-runs=%d missed-ticks=%d", r.runs, r.doubles, r.missed)
+}
+
+// count tallies runs of a job every interval.
+func count(runs []runRec, interval time.Duration) tally {
+	var ticks []time.Time
+	for _, r := range runs {
+		if len(ticks) == 0 || r.start.Sub(ticks[len(ticks)-1]) >= interval/2 {
+			ticks = append(ticks, r.start)
+		}
+	}
+	t := tally{runs: len(runs), doubles: len(runs) - len(ticks)}
+	for i := 1; i < len(ticks); i++ {
+		gap := ticks[i].Sub(ticks[i-1])
+		t.missed += int((gap+interval/2)/interval) - 1
+	}
+	return t
+}
+
+type fleetCase struct {
+	name     string
+	def      func() gocron.JobDefinition
+	interval time.Duration
+	offsets  []time.Duration // of each replica's clock
+	gap      time.Duration   // between the replicas' starts
+}
+
+var fleetCases = []fleetCase{
+	{name: "DurationJob 1s, 2 replicas started 300ms apart",
+		def: func() gocron.JobDefinition { return gocron.DurationJob(time.Second) }, interval: time.Second,
+		offsets: []time.Duration{0, 0}, gap: 300 * time.Millisecond},
+	{name: "CronJob every second, 3 replicas, clocks -150ms/0/+150ms",
+		def: func() gocron.JobDefinition { return gocron.CronJob("* * * * * *", true) }, interval: time.Second,
+		offsets: []time.Duration{-150 * time.Millisecond, 0, 150 * time.Millisecond}, gap: 300 * time.Millisecond},
+}
+
+// runFleet runs c's replicas, with gocronlock's Locker when guarded and
+// the naive one otherwise, and tallies the runs that start within 5
+// intervals from one interval after the last replica started.
+func runFleet(t *testing.T, c fleetCase, guarded bool) (tally, *recorder) {
+	rdb := redistest.Start(t).Client(t)
+	name, rec, log := uniqueName(), &recorder{}, &runLog{}
+	var scheds []gocron.Scheduler
+	for i, off := range c.offsets {
+		client := locktest.NewClient(t, rdb)
+		opts := []gocron.SchedulerOption{gocron.WithClock(offsetClock{clockwork.NewRealClock(), off})}
+		task := gocron.NewTask(log.job(i, 50*time.Millisecond))
+		var l *gocronlock.Locker
+		if guarded {
+			l = newLocker(t, client, rec)
+			opts = append(opts, gocron.WithDistributedLocker(l))
+			task = l.Task(log.job(i, 50*time.Millisecond))
+		} else {
+			opts = append(opts, gocron.WithDistributedLocker(naiveLocker{client}))
+		}
+		s := newScheduler(t, opts...)
+		if l != nil {
+			l.DeriveHolds(s)
+		}
+		if _, err := s.NewJob(c.def(), task, gocron.WithName(name)); err != nil {
+			t.Fatalf("NewJob: %v", err)
+		}
+		scheds = append(scheds, s)
+	}
+	for i, s := range scheds {
+		if i > 0 {
+			time.Sleep(c.gap)
+		}
+		s.Start()
+	}
+	from := time.Now().Add(c.interval)
+	time.Sleep(c.interval + 5*c.interval)
+	for _, s := range scheds {
+		if err := s.Shutdown(); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	}
+	var runs []runRec
+	for _, r := range log.sorted() {
+		if !r.start.Before(from) {
+			runs = append(runs, r)
+		}
+	}
+	return count(runs, c.interval), rec
+}
+
+// TestFleet prints the fleet table and checks it: the naive Locker runs
+// ticks twice (the control: the counts do see double runs), gocronlock's
+// runs each tick once and misses none.
+func TestFleet(t *testing.T) {
+	t.Parallel()
+	for _, c := range fleetCases {
+		for _, guarded := range []bool{false, true} {
+			adapter := map[bool]string{false: "naive", true: "gocronlock"}[guarded]
+			t.Run(c.name+"/"+adapter, func(t *testing.T) {
+				t.Parallel()
+				got, rec := runFleet(t, c, guarded)
+				t.Logf("%s | %s | %v", c.name, adapter, got)
+				checkRow(t, got, 4, guarded, rec)
+			})
+		}
+	}
+}
+
+// checkRow checks a row of at least min ticks.
+func checkRow(t *testing.T, got tally, min int, guarded bool, rec *recorder) {
+	t.Helper()
+	if ticks := got.runs - got.doubles; ticks < min {
+		t.Errorf("%d ticks ran, want at least %d", ticks, min)
+	}
+	if !guarded {
+		if got.doubles < 2 {
+			t.Errorf("the naive Locker ran %d ticks twice, want the double runs it is the control of", got.doubles)
+		}
+		return
+	}
+	if got.doubles != 0 || got.missed != 0 {
+		t.Errorf("%v, want no double run and no missed tick", got)
+	}
+	if n := rec.count(gocronlock.OutcomeFailed) + rec.count(gocronlock.OutcomeLost); n != 0 {
+		t.Errorf("%d attempts failed or lost: %v", n, rec.all())
+	}
+}
+
+// TestFleetDaily runs a daily job at 09:00 UTC on two replicas with fake
+// clocks that reach each 09:00 300 ms apart, for 4 days.
+func TestFleetDaily(t *testing.T) {
+	t.Parallel()
+	for _, guarded := range []bool{false, true} {
+		adapter := map[bool]string{false: "naive", true: "gocronlock"}[guarded]
+		t.Run(adapter, func(t *testing.T) {
+			t.Parallel()
+			got, rec := runDaily(t, guarded, 4)
+			t.Logf("DailyJob 09:00 UTC, 2 replicas, fake clocks 300ms apart | %s | %v", adapter, got)
+			checkRow(t, got, 4, guarded, rec)
+		})
+	}
+}
+
+// runDaily runs days days of a daily job on two replicas and tallies
+// them by fake day.
+func runDaily(t *testing.T, guarded bool, days int) (tally, *recorder) {
+	r, rdb := locktest.NewRedis(t)
+	name, rec := uniqueName(), &recorder{}
+	const minHold = 700 * time.Millisecond
+	start := time.Date(2030, 1, 2, 8, 59, 59, 0, time.UTC)
+	var clocks []*clockwork.FakeClock
+	perDay := make([]int, days)
+	day := -1 // the fake day under way, read by the job under mu
+	var mu sync.Mutex
+	for i := 0; i < 2; i++ {
+		client := locktest.NewClient(t, rdb)
+		clock := clockwork.NewFakeClockAt(start)
+		job := func(context.Context) error {
+			mu.Lock()
+			perDay[day]++
+			mu.Unlock()
+			return nil
+		}
+		opts := []gocron.SchedulerOption{gocron.WithClock(clock)}
+		task := gocron.NewTask(job)
+		if guarded {
+			l := newLocker(t, client, rec, gocronlock.WithMinHold(minHold))
+			opts = append(opts, gocron.WithDistributedLocker(l))
+			task = l.Task(job)
+		} else {
+			opts = append(opts, gocron.WithDistributedLocker(naiveLocker{client}))
+		}
+		s := newScheduler(t, opts...)
+		def := gocron.DailyJob(1, gocron.NewAtTimes(gocron.NewAtTime(9, 0, 0)))
+		if _, err := s.NewJob(def, task, gocron.WithName(name)); err != nil {
+			t.Fatalf("NewJob: %v", err)
+		}
+		s.Start()
+		clocks = append(clocks, clock)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	marker := "lockkit:{gocronlock:tick:" + name + "}"
+	for d := 0; d < days; d++ {
+		step := 24 * time.Hour
+		if d == 0 {
+			step = time.Second
+		}
+		mu.Lock()
+		day = d
+		mu.Unlock()
+		for i, clock := range clocks {
+			if i > 0 {
+				time.Sleep(300 * time.Millisecond) // the other replica's clock reaches 09:00 later
+			}
+			if err := clock.BlockUntilContext(ctx, 1); err != nil {
+				t.Fatalf("day %d: replica %d has no timer: %v", d, i, err)
+			}
+			clock.Advance(step)
+		}
+		for i, clock := range clocks { // each has fired and set its next timer
+			if err := clock.BlockUntilContext(ctx, 1); err != nil {
+				t.Fatalf("day %d: replica %d did not fire: %v", d, i, err)
+			}
+		}
+		// The next 09:00 is a day later: a minimum hold of 700 ms, by
+		// Redis's clock, has passed.
+		locktest.Eventually(t, 5*time.Second, "marker gone", func() bool { return !r.Exists(marker) })
+	}
+	var runs []runRec
+	for d, n := range perDay {
+		for range n {
+			runs = append(runs, runRec{start: start.Add(time.Duration(d) * 24 * time.Hour)})
+		}
+	}
+	return count(runs, 24*time.Hour), rec
+}
