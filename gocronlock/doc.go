@@ -60,16 +60,19 @@
 //
 // With the default minimum hold of half the job's interval (the shortest
 // gap between its runs, see [Locker.DeriveHolds]) both conditions hold
-// when the replicas fire for one run less than half the interval apart:
-// clocks within 250 ms for a job every second, within 12 h for a daily
-// one. Without DeriveHolds the minimum hold is [DefaultMinHold] (500 ms)
+// when the replicas fire for one run less than half the interval apart,
+// firing delays and Redis round trips included: clocks within 500 ms,
+// less those, for a job every second; within 12 h for a daily one. Without DeriveHolds the minimum hold is [DefaultMinHold] (500 ms)
 // unless set with [WithMinHold]: right for jobs every second or slower
 // and clocks within 500 ms less the firing delays. For a DurationJob,
 // each replica counts its runs from its own start: start the replicas'
 // jobs at times that agree on the phase (gocron.WithStartAt at a
 // multiple of the interval), or within half the interval of each other.
 // The minimum hold is real time: with a fake clock (gocron.WithClock), set
-// WithMinHold to the real time between firings.
+// WithMinHold to the real time between firings. A run started with
+// gocron's RunNow is a run like any other: it takes the marker, and a
+// scheduled run due less than the minimum hold later is skipped on every
+// replica with ErrTickDone.
 //
 // It is not a guarantee of at least once: a run that finds the job held
 // by a run of an earlier tick is skipped on every replica; a replica that

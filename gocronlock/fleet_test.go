@@ -62,26 +62,26 @@ var fleetCases = []fleetCase{
 		offsets: []time.Duration{-150 * time.Millisecond, 0, 150 * time.Millisecond}, gap: 300 * time.Millisecond},
 }
 
-// runFleet runs c's replicas, with gocronlock's Locker when guarded and
-// the naive one otherwise, and tallies the runs that start within 5
-// intervals from one interval after the last replica started.
-func runFleet(t *testing.T, c fleetCase, guarded bool) (tally, *recorder) {
+// runFleet runs c's replicas, with gocronlock's Locker with opts when
+// guarded and the naive one otherwise, and tallies the runs that start
+// within 5 intervals from one interval after the last replica started.
+func runFleet(t *testing.T, c fleetCase, guarded bool, opts ...gocronlock.Option) (tally, *recorder) {
 	rdb := redistest.Start(t).Client(t)
 	name, rec, log := uniqueName(), &recorder{}, &runLog{}
 	var scheds []gocron.Scheduler
 	for i, off := range c.offsets {
 		client := locktest.NewClient(t, rdb)
-		opts := []gocron.SchedulerOption{gocron.WithClock(offsetClock{clockwork.NewRealClock(), off})}
+		sopts := []gocron.SchedulerOption{gocron.WithClock(offsetClock{clockwork.NewRealClock(), off})}
 		task := gocron.NewTask(log.job(i, 50*time.Millisecond))
 		var l *gocronlock.Locker
 		if guarded {
-			l = newLocker(t, client, rec)
-			opts = append(opts, gocron.WithDistributedLocker(l))
+			l = newLocker(t, client, rec, opts...)
+			sopts = append(sopts, gocron.WithDistributedLocker(l))
 			task = l.Task(log.job(i, 50*time.Millisecond))
 		} else {
-			opts = append(opts, gocron.WithDistributedLocker(naiveLocker{client}))
+			sopts = append(sopts, gocron.WithDistributedLocker(naiveLocker{client}))
 		}
-		s := newScheduler(t, opts...)
+		s := newScheduler(t, sopts...)
 		if l != nil {
 			l.DeriveHolds(s)
 		}
@@ -127,6 +127,19 @@ func TestFleet(t *testing.T) {
 				checkRow(t, got, 4, guarded, rec)
 			})
 		}
+	}
+}
+
+// TestFleetHoldBelowSpread is the control of the bound: with a minimum
+// hold of 100 ms, replicas that fire 300 ms apart for each tick both run
+// it, and the counts see the double runs.
+func TestFleetHoldBelowSpread(t *testing.T) {
+	t.Parallel()
+	c := fleetCases[0]
+	got, _ := runFleet(t, c, true, gocronlock.WithMinHold(100*time.Millisecond))
+	t.Logf("%s | gocronlock, min hold 100ms | %v", c.name, got)
+	if got.doubles < 2 {
+		t.Errorf("%v, want double runs: the replicas fire further apart than the minimum hold", got)
 	}
 }
 

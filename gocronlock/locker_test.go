@@ -70,6 +70,10 @@ func TestSlowJobSkipsHeld(t *testing.T) {
 	if n := rec.count(gocronlock.OutcomeFailed) + rec.count(gocronlock.OutcomeLost); n != 0 {
 		t.Errorf("%d attempts failed or lost: %v", n, rec.all())
 	}
+	// A tick reported done on one replica ran on the other.
+	if done := rec.count(gocronlock.OutcomeSkippedTickDone); done > len(runs) {
+		t.Errorf("%d ticks reported done elsewhere, but only %d runs", done, len(runs))
+	}
 }
 
 // TestLostEndsRunContext deletes the run lock's key while the job runs:
