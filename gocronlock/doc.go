@@ -38,11 +38,12 @@
 //     skipped with [ErrHeld] (a run of an earlier tick still holds it),
 //     or with [ErrTickDone] when the marker is held too (its holder took
 //     this tick; read with Inspect when the Locker is a [lock.Client]);
-//  2. the tick marker, "gocronlock:tick:N", with TryLock and a fixed lease
-//     of the job's minimum hold (ShedLock's lockAtLeastFor): never
-//     released, it lives its full lease in Redis, past the run's end and
-//     past a crash. When another replica holds it, the attempt releases
-//     the run lock and is skipped with [ErrTickDone].
+//  2. the tick marker, "gocronlock:tick:N", with TryLock, held for the
+//     job's minimum hold from the time it is taken (ShedLock's
+//     lockAtLeastFor), whenever the run ends: the replica releases it
+//     then, and its fixed lease, an eighth and 50 ms longer, ends it
+//     when the replica crashed. When another replica holds it, the
+//     attempt releases the run lock and is skipped with [ErrTickDone].
 //
 // The guarantee: no scheduled run of a job runs on two replicas when the
 // replicas fire for it less than the minimum hold apart (clock skew, the
@@ -77,8 +78,10 @@
 // It is not a guarantee of at least once: a run that finds the job held
 // by a run of an earlier tick is skipped on every replica; a replica that
 // crashes, or whose lock.Client is closed (Close releases the markers it
-// holds), does not hand its run over; and a Redis that cannot be reached
-// fails the attempt. Shut the scheduler down before closing the Client,
+// holds), does not hand its run over, and a crashed replica's marker
+// lapses up to an eighth of the hold and 50 ms late, which skips the
+// next run when the replicas fire that close to the bound; and a Redis
+// that cannot be reached fails the attempt. Shut the scheduler down before closing the Client,
 // and let the replicas fire apart by less than the hold at their last
 // run before a deploy closes the Client.
 //

@@ -63,8 +63,8 @@ func named(job string, opts ...lock.LockOption) []lock.LockOption {
 
 // Lock is called by gocron when a run of job key is due. In this order it
 // takes the job's run lock (watchdog lease, held until the run ends), then
-// its tick marker (a fixed lease of the minimum hold, never released), and
-// returns the run's lock. It returns [ErrHeld] when an earlier tick's run
+// its tick marker (held for the minimum hold from the time it is taken,
+// whenever the run ends), and returns the run's lock. It returns [ErrHeld] when an earlier tick's run
 // still holds the run lock, [ErrTickDone] when another replica took the
 // marker less than the minimum hold ago (it holds or held the run lock
 // for this tick), or the error of a Redis call that failed; gocron then
@@ -82,17 +82,20 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	// The marker outlives the run and a crash: it tells replicas that
 	// fire later for this tick that it was taken. It is taken only by a
 	// run lock's holder, so a held marker means the tick was run.
-	_, _, err = l.locker.TryLock(context.WithoutCancel(ctx), l.tickKey(key),
-		named(key, lock.WithFixedLease(a.MinHold), lock.Integration{}.Internal())...)
+	_, unlockMarker, err := l.locker.TryLock(context.WithoutCancel(ctx), l.tickKey(key),
+		named(key, lock.WithFixedLease(markerLease(a.MinHold)), lock.Integration{}.Internal())...)
 	if err != nil {
 		l.release(key, unlock)
 		a.Outcome, a.Err = OutcomeFailed, err
-		if errors.Is(err, lock.ErrNotObtained) {
+		if errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			a.Outcome, a.Err = OutcomeSkippedTickDone, ErrTickDone
 		}
 		l.report(a)
 		return nil, a.Err
 	}
+	// Released when the minimum hold has passed, before its lease ends,
+	// so that lock observers see a release rather than a loss.
+	time.AfterFunc(a.MinHold, func() { l.release(key, unlockMarker) })
 	a.Token, _ = lock.FencingToken(lctx, l.runKey(key))
 	r := &run{l: l, jobCtx: ctx, ctx: lctx, unlock: unlock, start: time.Now(), a: a}
 	l.mu.Lock()
@@ -124,6 +127,14 @@ func (l *Locker) release(key string, unlock lock.UnlockFunc) {
 	if err := unlock(); err != nil && !errors.Is(err, lock.ErrLost) && !errors.Is(err, lock.ErrClosed) {
 		l.cfg.logger.Warn("gocronlock: release failed; the lease will lapse", "job", key, "error", err)
 	}
+}
+
+// markerLease is the fixed lease of a marker kept for hold: longer, so
+// that the replica releases it before the lease can end (by an eighth and
+// 50 ms, for a busy machine's late timer), and so that a crashed
+// replica's lapses soon after.
+func markerLease(hold time.Duration) time.Duration {
+	return hold + hold/8 + 50*time.Millisecond
 }
 
 // run is one run of a job on this replica: the [gocron.Lock] Lock returns.

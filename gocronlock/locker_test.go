@@ -205,3 +205,57 @@ func TestNewLockerErrors(t *testing.T) {
 		}
 	}
 }
+
+// releases is a lock.Observer that records the Releases of one key.
+type releases struct {
+	key string
+	mu  sync.Mutex
+	got []lock.Release
+}
+
+func (o *releases) Background(ctx context.Context) context.Context { return ctx }
+func (o *releases) AcquireStarted(ctx context.Context, _ lock.Acquire) context.Context {
+	return ctx
+}
+func (o *releases) AcquireWaiting(context.Context, lock.Acquire) {}
+func (o *releases) AcquireEnded(ctx context.Context, _ lock.Acquire, _ context.Context) context.Context {
+	return ctx
+}
+func (o *releases) Renewed(lock.Renewal) {}
+func (o *releases) Released(_ context.Context, r lock.Release) {
+	if r.Key == o.key {
+		o.mu.Lock()
+		o.got = append(o.got, r)
+		o.mu.Unlock()
+	}
+}
+
+func (o *releases) all() []lock.Release {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]lock.Release(nil), o.got...)
+}
+
+// TestMarkerReleasedNotLost checks that tick markers end as releases,
+// after the minimum hold, not as losses that lock observers count.
+func TestMarkerReleasedNotLost(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	name := uniqueName()
+	obs := &releases{key: "gocronlock:tick:" + name}
+	rec := &recorder{}
+	l := newLocker(t, locktest.NewClient(t, rdb, lock.WithObserver(obs)), rec, gocronlock.WithMinHold(200*time.Millisecond))
+	s := newScheduler(t, gocron.WithDistributedLocker(l))
+	job := func(context.Context) error { return nil }
+	if _, err := s.NewJob(gocron.CronJob("* * * * * *", true), l.Task(job), gocron.WithName(name)); err != nil {
+		t.Fatalf("NewJob: %v", err)
+	}
+	s.Start()
+	locktest.Eventually(t, 10*time.Second, "2 markers released", func() bool { return len(obs.all()) >= 2 })
+	_ = s.Shutdown()
+	for _, r := range obs.all() {
+		if r.Cause != nil || r.Held < 200*time.Millisecond {
+			t.Errorf("marker ended %+v, want released after the 200 ms minimum hold", r)
+		}
+	}
+}
