@@ -109,8 +109,9 @@
 // An [Elector] runs a [leader.Election] in the background between Start
 // and Close: the replica that leads runs all jobs of a scheduler made with
 // gocron.WithDistributedElector, from its local leadership state (no Redis
-// call per run). Its guarantees are the election's; a run that started
-// while leading is not stopped when leadership is lost.
+// call per run). Its guarantees are the election's. A job function
+// wrapped with [Elector.Func] runs with a context that ends when
+// leadership is lost (cause [lock.ErrLost]) or the Elector closes.
 //
 // # Redis data
 //

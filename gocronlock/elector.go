@@ -21,6 +21,7 @@ type Elector struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc // ends the campaign; nil before Start and after Close
 	done   chan struct{}      // closed when the campaign's goroutine returned
+	term   context.Context    // the lead context of the current term; nil between terms
 }
 
 var _ gocron.Elector = (*Elector)(nil)
@@ -50,6 +51,14 @@ func (e *Elector) Start() error {
 	go func(done chan struct{}) {
 		defer close(done)
 		_ = e.election.Run(ctx, func(ctx context.Context) error {
+			e.mu.Lock()
+			e.term = ctx
+			e.mu.Unlock()
+			defer func() {
+				e.mu.Lock()
+				e.term = nil
+				e.mu.Unlock()
+			}()
 			<-ctx.Done() // lead until leadership is lost or Close
 			return nil
 		})
@@ -75,8 +84,9 @@ func (e *Elector) Close() error {
 
 // IsLeader returns nil while this replica leads, [ErrNotLeader]
 // otherwise. It reads local state only: no Redis call. A run that starts
-// while this replica leads goes on if leadership is lost meanwhile; use
-// [Elector.Token] to fence its writes.
+// while this replica leads goes on if leadership is lost meanwhile,
+// unless its function, wrapped with [Elector.Func], heeds its context;
+// fence its writes with [Elector.Token].
 func (e *Elector) IsLeader(context.Context) error {
 	if e.election.IsLeader() {
 		return nil
@@ -87,3 +97,24 @@ func (e *Elector) IsLeader(context.Context) error {
 // Token returns the fencing token of the current term, and whether this
 // replica leads (see [leader.Election.Token]).
 func (e *Elector) Token() (uint64, bool) { return e.election.Token() }
+
+// Func wraps a job function for gocron.NewTask: fn runs with a context
+// that ends when gocron's job context does or when this replica stops
+// leading (cause [lock.ErrLost] when leadership is lost, context.Canceled
+// on Close). When this replica does not lead as the run starts, the
+// function returns [ErrNotLeader] without running fn.
+func (e *Elector) Func(fn func(ctx context.Context) error) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		e.mu.Lock()
+		term := e.term
+		e.mu.Unlock()
+		if term == nil || term.Err() != nil {
+			return ErrNotLeader
+		}
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		stop := context.AfterFunc(term, func() { cancel(context.Cause(term)) })
+		defer stop()
+		return fn(ctx)
+	}
+}

@@ -118,3 +118,46 @@ func TestElectorStartTwice(t *testing.T) {
 		t.Errorf("NewElector(nil) = %v, want lock.ErrInvalid", err)
 	}
 }
+
+// TestElectorFuncEndsOnLoss deletes the election's key while the leader
+// runs a job through Func: the job's context ends with lock.ErrLost.
+func TestElectorFuncEndsOnLoss(t *testing.T) {
+	t.Parallel()
+	r, rdb := locktest.NewRedis(t)
+	election := uniqueName()
+	e, err := gocronlock.NewElector(locktest.NewClient(t, rdb), election, leader.WithLease(300*time.Millisecond), leader.WithLogger(quiet))
+	if err != nil {
+		t.Fatalf("NewElector: %v", err)
+	}
+	if err := e.Func(func(context.Context) error { return nil })(context.Background()); !errors.Is(err, gocronlock.ErrNotLeader) {
+		t.Fatalf("Func before Start = %v, want ErrNotLeader", err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	s := newScheduler(t, gocron.WithDistributedElector(e))
+	started, cause := make(chan struct{}, 1), make(chan error, 1)
+	job := e.Func(func(ctx context.Context) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil
+	})
+	if _, err := s.NewJob(gocron.DurationJob(100*time.Millisecond), gocron.NewTask(job), gocron.WithSingletonMode(gocron.LimitModeReschedule)); err != nil {
+		t.Fatalf("NewJob: %v", err)
+	}
+	s.Start()
+	locktest.Within(t, started, 10*time.Second, "a run on the leader")
+	if !r.Del("lockkit:{" + leader.Key(election) + "}") {
+		t.Fatal("no election key in Redis")
+	}
+	select {
+	case err := <-cause:
+		if !errors.Is(err, lock.ErrLost) {
+			t.Errorf("the run's context ended with %v, want lock.ErrLost", err)
+		}
+	case <-time.After(locktest.Bound(2 * time.Second)):
+		t.Fatal("the run's context did not end within 2 s of the loss")
+	}
+}
