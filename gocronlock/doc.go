@@ -53,17 +53,20 @@
 // takes both locks and the marker; a replica that fires for the same run
 // less than the minimum hold later finds the run lock held (and the
 // marker) or the marker held, and skips; the next run is due an interval
-// later, when the marker's lease has ended. Only a holder of the run lock
+// later, when the marker has been released. Only a holder of the run lock
 // takes the marker, so a held marker means that a replica took the run:
 // a run that ran nowhere is never reported done elsewhere, unless its
 // replica crashed or lost its run lock right after taking it (see
-// [OutcomeLost]).
+// [OutcomeLost]). The other way round, a replica that finds the run lock
+// held by a replica that has not yet taken the marker reports
+// [ErrHeld] for a run that does run there.
 //
 // With the default minimum hold of half the job's interval (the shortest
 // gap between its runs, see [Locker.DeriveHolds]) both conditions hold
 // when the replicas fire for one run less than half the interval apart,
 // firing delays and Redis round trips included: clocks within 500 ms,
-// less those, for a job every second; within 12 h for a daily one. Without DeriveHolds the minimum hold is [DefaultMinHold] (500 ms)
+// less those, for a job every second; within 12 h for a daily one.
+// Without DeriveHolds the minimum hold is [DefaultMinHold] (500 ms)
 // unless set with [WithMinHold]: right for jobs every second or slower
 // and clocks within 500 ms less the firing delays. For a DurationJob,
 // each replica counts its runs from its own start: start the replicas'
