@@ -129,15 +129,20 @@ type runRec struct {
 // works for work.
 func (l *runLog) job(i int, work time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error {
-		l.mu.Lock()
-		l.runs = append(l.runs, runRec{i, time.Now()})
-		l.mu.Unlock()
+		l.add(i)
 		select {
 		case <-time.After(work):
 		case <-ctx.Done():
 		}
 		return nil
 	}
+}
+
+// add records that replica i starts a run now.
+func (l *runLog) add(i int) {
+	l.mu.Lock()
+	l.runs = append(l.runs, runRec{i, time.Now()})
+	l.mu.Unlock()
 }
 
 // sorted returns the runs by start.
