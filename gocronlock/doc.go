@@ -80,13 +80,17 @@
 //
 // It is not a guarantee of at least once: a run that finds the job held
 // by a run of an earlier tick is skipped on every replica; a replica that
-// crashes, or whose lock.Client is closed (Close releases the markers it
-// holds), does not hand its run over, and a crashed replica's marker
-// lapses up to an eighth of the hold and 50 ms late, which skips the
-// next run when the replicas fire that close to the bound; and a Redis
-// that cannot be reached fails the attempt. Shut the scheduler down before closing the Client,
-// and let the replicas fire apart by less than the hold at their last
-// run before a deploy closes the Client.
+// crashes does not hand its run over, and its marker lapses up to an
+// eighth of the hold and 50 ms late, which skips the next run when the
+// replicas fire that close to the bound; and a Redis that cannot be
+// reached fails the attempt.
+//
+// Shut the scheduler down before closing the lock.Client. Close releases
+// the markers the Client holds: a replica that fires for a run after
+// another replica ran it and closed its Client within the minimum hold
+// runs it again. Let a replica that stops wait out the firing spread
+// (the clock skew and start offsets) after its scheduler's Shutdown
+// before it closes the Client.
 //
 // # Runs and their context
 //
