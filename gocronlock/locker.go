@@ -62,13 +62,14 @@ func named(job string, opts ...lock.LockOption) []lock.LockOption {
 }
 
 // Lock is called by gocron when a run of job key is due. In this order it
-// takes the job's run lock (watchdog lease, held until the run ends), then
-// its tick marker (held for the minimum hold from the time it is taken,
-// whenever the run ends), and returns the run's lock. It returns [ErrHeld] when an earlier tick's run
-// still holds the run lock, [ErrTickDone] when another replica took the
-// marker less than the minimum hold ago (it holds or held the run lock
-// for this tick), or the error of a Redis call that failed; gocron then
-// skips the run. Every attempt is reported (see [Outcome]).
+// takes the job's run lock (watchdog lease, held until the run ends),
+// then its tick marker (held for the minimum hold from the time it is
+// taken, whenever the run ends), and returns the run's lock. It returns
+// [ErrHeld] when an earlier tick's run still holds the run lock,
+// [ErrTickDone] when another replica took the marker less than the
+// minimum hold ago (it holds or held the run lock for this tick), or the
+// error of a Redis call that failed; gocron then skips the run. Every
+// attempt is reported (see [Outcome]).
 func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	a := Attempt{Job: key, MinHold: l.minHold(key)}
 	var runOpts []lock.LockOption
@@ -79,9 +80,10 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	if err != nil {
 		return nil, l.refused(ctx, a, err)
 	}
-	// The marker outlives the run and a crash: it tells replicas that
-	// fire later for this tick that it was taken. It is taken only by a
-	// run lock's holder, so a held marker means the tick was run.
+	// The marker outlives a short run, and its lease a crash: it tells
+	// replicas that fire later for this tick that it was taken. It is
+	// taken only by a run lock's holder, so a held marker means the tick
+	// was run.
 	_, unlockMarker, err := l.locker.TryLock(context.WithoutCancel(ctx), l.tickKey(key),
 		named(key, lock.WithFixedLease(markerLease(a.MinHold)), lock.Integration{}.Internal())...)
 	if err != nil {
