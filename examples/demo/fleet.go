@@ -14,12 +14,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
-	"github.com/robfig/cron/v3"
 	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/lockkit/lockkit/cronlock"
 	"github.com/lockkit/lockkit/examples/internal/embedded"
 	"github.com/lockkit/lockkit/ginlock"
 	"github.com/lockkit/lockkit/leader"
@@ -41,7 +39,7 @@ type fleet struct {
 // replica is one instance of the service, as one pod would run it.
 type replica struct {
 	locker      *lock.Client
-	sched       *cronlock.Scheduler
+	sched       scheduler
 	srv         *http.Server
 	addr        string
 	stopLeading func() // ends its campaign (resigning if it leads) and waits for it
@@ -81,14 +79,14 @@ func startFleet(cfg config) (_ *fleet, err error) {
 
 	gin.SetMode(gin.ReleaseMode)
 	for i := range cfg.replicas {
-		r, err := f.startReplica(i, opt, prefix, obs, tp)
+		r, err := f.startReplica(cfg, i, opt, prefix, obs, tp)
 		if err != nil {
 			return nil, err
 		}
 		f.replicas = append(f.replicas, r)
 	}
 	for i, r := range f.replicas {
-		r.sched.Start()
+		r.sched.start()
 		f.campaign(i, r)
 	}
 	return f, nil
@@ -104,7 +102,7 @@ func runPrefix() (string, error) {
 	return "lockkit-demo-" + hex.EncodeToString(b[:]), nil
 }
 
-func (f *fleet) startReplica(i int, opt *redis.Options, prefix string, obs *otellock.Observer, tp *sdktrace.TracerProvider) (*replica, error) {
+func (f *fleet) startReplica(cfg config, i int, opt *redis.Options, prefix string, obs *otellock.Observer, tp *sdktrace.TracerProvider) (*replica, error) {
 	rdb := redis.NewClient(opt) // each replica its own pool, as in separate processes
 	f.closers = append(f.closers, func() { _ = rdb.Close() })
 	locker, err := lock.New(rdb, lock.WithPrefix(prefix), lock.WithObserver(obs),
@@ -135,16 +133,11 @@ func (f *fleet) startReplica(i int, opt *redis.Options, prefix string, obs *otel
 		_ = r.srv.Shutdown(ctx)
 	})
 
-	// The replicas share this process's clock, so a small skew tolerance is
-	// honest here, and it leaves a late cron the most room: 600 ms for a job
-	// every second (see cronlock.WithSkewTolerance).
-	r.sched = cronlock.New(cron.New(cron.WithSeconds()), locker,
-		cronlock.WithSkewTolerance(200*time.Millisecond),
-		cronlock.WithLogger(slog.New(slog.DiscardHandler)), cronlock.WithOnAttempt(f.shop.attempt))
-	f.closers = append(f.closers, func() { <-r.sched.Stop().Done() })
-	if _, err := r.sched.AddFunc("@every 1s", "settle", f.shop.settle); err != nil {
+	r.sched, err = f.shop.newScheduler(cfg.cron, locker)
+	if err != nil {
 		return nil, err
 	}
+	f.closers = append(f.closers, r.sched.stop)
 	return r, nil
 }
 
@@ -183,7 +176,7 @@ func (f *fleet) listenAddrs() string {
 // stopCron stops every replica's scheduler and waits for running jobs.
 func (f *fleet) stopCron() {
 	for _, r := range f.replicas {
-		<-r.sched.Stop().Done()
+		r.sched.stop()
 	}
 }
 

@@ -1,7 +1,8 @@
 // Command demo shows the whole kit at work in one run: three replicas of
 // a small order service, each with its own lock.Client, serve
-// POST /orders/:id/pay behind ginlock on 127.0.0.1 and run a cronlock job
-// every second, all traced by otellock. The demo drives concurrent HTTP
+// POST /orders/:id/pay behind ginlock on 127.0.0.1 and run a cron job
+// every second (robfig/cron with cronlock, or gocron v2 with gocronlock:
+// -cron gocron), all traced by otellock. The demo drives concurrent HTTP
 // payments at them, with many duplicates per order, then reports and
 // checks what matters: every order paid exactly once, no two payments of
 // an order at once, every cron tick run once, no lease lost. The replicas
@@ -19,6 +20,7 @@
 //	go run ./examples/demo
 //	go run ./examples/demo -redis redis://127.0.0.1:6379/0 -duration 30s
 //	go run ./examples/demo -serve   # keep the replicas up for curl afterwards
+//	go run ./examples/demo -cron gocron
 //
 // It exits with status 1 if an invariant did not hold.
 package main
@@ -44,17 +46,19 @@ type config struct {
 	concurrency int // concurrent HTTP clients
 	orders      int // new orders per second of load
 	payTime     time.Duration
-	serve       bool // keep serving after the report, until interrupted
+	serve       bool   // keep serving after the report, until interrupted
+	cron        string // the scheduler of the cron job: cronRobfig or cronGocron
 }
 
 func main() {
-	cfg := config{payTime: 20 * time.Millisecond}
+	cfg := config{payTime: 20 * time.Millisecond, cron: cronRobfig}
 	flag.StringVar(&cfg.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis URL (redis://host:port/db); empty: embedded Redis")
 	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "how long to drive load")
 	flag.IntVar(&cfg.replicas, "replicas", 3, "replicas of the order service")
 	flag.IntVar(&cfg.concurrency, "concurrency", 64, "concurrent HTTP clients")
 	flag.IntVar(&cfg.orders, "orders", 10, "new order ids per second of load; every client picks among the current ones")
 	flag.BoolVar(&cfg.serve, "serve", false, "keep the replicas running after the report until interrupted")
+	flag.StringVar(&cfg.cron, "cron", cronRobfig, "the cron job's scheduler: robfig (robfig/cron with cronlock) or gocron (gocron v2 with gocronlock)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -78,6 +82,8 @@ func (c config) validate() error {
 		return errors.New("-concurrency: at least 1")
 	case c.orders < 1:
 		return errors.New("-orders: at least 1")
+	case c.cron != cronRobfig && c.cron != cronGocron:
+		return fmt.Errorf("-cron %q: robfig or gocron", c.cron)
 	}
 	return nil
 }

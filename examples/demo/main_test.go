@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // short is a run small enough for the test suite: every invariant still
 // meets duplicates and several cron ticks.
-var short = config{duration: 3 * time.Second, replicas: 3, concurrency: 8, orders: 4, payTime: 5 * time.Millisecond}
+var short = config{duration: 3 * time.Second, replicas: 3, concurrency: 8, orders: 4, payTime: 5 * time.Millisecond, cron: cronRobfig}
 
 func TestDemoEmbedded(t *testing.T) {
 	var out bytes.Buffer
@@ -37,6 +37,24 @@ func TestDemoEmbedded(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestDemoGocron: the same run with the cron job on gocron v2 and
+// gocronlock (-cron gocron): every tick still runs once.
+func TestDemoGocron(t *testing.T) {
+	cfg := short
+	cfg.cron = cronGocron
+	var out bytes.Buffer
+	rep, err := run(context.Background(), cfg, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.ok() {
+		t.Fatalf("an invariant did not hold:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "0 of them more than once  ok") {
+		t.Errorf("report lacks the cron line:\n%s", out.String())
 	}
 }
 
@@ -59,10 +77,11 @@ func TestDemoRealRedis(t *testing.T) {
 
 func TestDemoRejectsBadFlags(t *testing.T) {
 	for _, cfg := range []config{
-		{duration: 0, replicas: 3, concurrency: 1, orders: 1},
-		{duration: time.Second, replicas: 0, concurrency: 1, orders: 1},
-		{duration: time.Second, replicas: 1, concurrency: 0, orders: 1},
-		{duration: time.Second, replicas: 1, concurrency: 1, orders: 0},
+		{duration: 0, replicas: 3, concurrency: 1, orders: 1, cron: cronRobfig},
+		{duration: time.Second, replicas: 0, concurrency: 1, orders: 1, cron: cronRobfig},
+		{duration: time.Second, replicas: 1, concurrency: 0, orders: 1, cron: cronRobfig},
+		{duration: time.Second, replicas: 1, concurrency: 1, orders: 0, cron: cronRobfig},
+		{duration: time.Second, replicas: 1, concurrency: 1, orders: 1, cron: "quartz"},
 	} {
 		if _, err := run(context.Background(), cfg, &bytes.Buffer{}); err == nil {
 			t.Errorf("run(%+v) accepted", cfg)

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-
-	"github.com/lockkit/lockkit/cronlock"
 )
 
 // report is what the run showed, and whether the invariants held.
@@ -23,9 +21,9 @@ type report struct {
 	orders    int
 	badOrders []string // paid other than exactly once
 	maxPaying int
-	ticks     int // cron ticks that ran
-	twice     int // cron ticks that ran more than once
-	attempts  map[cronlock.Outcome]int
+	ticks     int             // cron ticks that ran
+	twice     int             // cron ticks that ran more than once
+	attempts  map[string]int  // cron attempts per outcome
 	waits     []time.Duration // of lock.acquire spans
 	lost      int             // lock.hold spans ended by a lost lease
 	trace     []string        // one request's spans, indented
@@ -122,10 +120,8 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "payments     at most %d of one order at a time  %s\n", r.maxPaying, check(r.maxPaying == 1))
 	fmt.Fprintf(w, "cron         %d ticks run, %d of them more than once  %s\n", r.ticks, r.twice, check(r.ticks > 0 && r.twice == 0))
 	var outcomes []string
-	for o := cronlock.OutcomeRan; o <= cronlock.OutcomeLost; o++ {
-		if n := r.attempts[o]; n > 0 {
-			outcomes = append(outcomes, fmt.Sprintf("%s %d", o, n))
-		}
+	for _, o := range slices.Sorted(mapsKeys(r.attempts)) {
+		outcomes = append(outcomes, fmt.Sprintf("%s %d", o, r.attempts[o]))
 	}
 	fmt.Fprintf(w, "             attempts on all replicas: %s\n", strings.Join(outcomes, ", "))
 	if len(r.waits) > 0 {

@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/lockkit/lockkit/cronlock"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -29,14 +28,14 @@ type shop struct {
 	maxPaying int            // the most payments of one order at once
 	payments  map[string]int
 	runs      map[time.Time]int // cron runs per tick
-	attempts  map[cronlock.Outcome]int
+	attempts  map[string]int    // cron attempts per outcome, on all replicas
 }
 
 func newShop(rdb *redis.Client, prefix string, payTime time.Duration, tracer trace.Tracer) *shop {
 	return &shop{
 		rdb: rdb, prefix: prefix, payTime: payTime, tracer: tracer,
 		paying: map[string]int{}, payments: map[string]int{},
-		runs: map[time.Time]int{}, attempts: map[cronlock.Outcome]int{},
+		runs: map[time.Time]int{}, attempts: map[string]int{},
 	}
 }
 
@@ -90,17 +89,16 @@ func (s *shop) enter(id string) func() {
 }
 
 // settle is the cron job: it records which tick it ran for.
-func (s *shop) settle(ctx context.Context) error {
-	tick, _ := cronlock.Tick(ctx)
+func (s *shop) settle(ctx context.Context, tick time.Time) error {
 	s.mu.Lock()
 	s.runs[tick]++
 	s.mu.Unlock()
 	return s.rdb.Set(ctx, s.prefix+":settled", strconv.FormatInt(tick.Unix(), 10), 0).Err()
 }
 
-// attempt records the outcome of every replica's cron attempt.
-func (s *shop) attempt(a cronlock.Attempt) {
+// attempt records the outcome of a replica's cron attempt.
+func (s *shop) attempt(outcome string) {
 	s.mu.Lock()
-	s.attempts[a.Outcome]++
+	s.attempts[outcome]++
 	s.mu.Unlock()
 }
