@@ -19,6 +19,8 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
+require github.com/jonboulle/clockwork v0.5.0 // indirect
+
 require (
 	github.com/bytedance/gopkg v0.1.3 // indirect
 	github.com/bytedance/sonic v1.15.0 // indirect
@@ -27,6 +29,7 @@ require (
 	github.com/cloudwego/base64x v0.1.6 // indirect
 	github.com/gabriel-vasile/mimetype v1.4.13 // indirect
 	github.com/gin-contrib/sse v1.1.0 // indirect
+	github.com/go-co-op/gocron/v2 v2.21.2
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-playground/locales v0.14.1 // indirect
@@ -40,6 +43,7 @@ require (
 	github.com/leodido/go-urn v1.4.0 // indirect
 	github.com/lockkit/lockkit/cronlock v0.0.0-00010101000000-000000000000
 	github.com/lockkit/lockkit/ginlock v0.0.0-00010101000000-000000000000
+	github.com/lockkit/lockkit/gocronlock v0.0.0-00010101000000-000000000000
 	github.com/lockkit/lockkit/locktest v0.0.0-00010101000000-000000000000
 	github.com/lockkit/lockkit/otellock v0.0.0-00010101000000-000000000000
 	github.com/mattn/go-isatty v0.0.20 // indirect
@@ -68,3 +72,5 @@ replace github.com/lockkit/lockkit/cronlock => ../cronlock
 replace github.com/lockkit/lockkit/otellock => ../otellock
 
 replace github.com/lockkit/lockkit/locktest => ../locktest
+
+replace github.com/lockkit/lockkit/gocronlock => ../gocronlock

@@ -93,6 +93,12 @@ func TestPermitsSnippet(t *testing.T) {
 	}
 }
 
+func TestGocronSnippet(t *testing.T) {
+	if err := gocronJobs(locktest.New(t), func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestLeaderSnippet(t *testing.T) {
 	locker := locktest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/go-co-op/gocron/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
 
 	"github.com/lockkit/lockkit/cronlock"
 	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/gocronlock"
 	"github.com/lockkit/lockkit/leader"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/locktest"
@@ -73,6 +75,27 @@ func cronJobs(locker lock.Locker, cleanup func(context.Context) error) error {
 	}
 	s.Start()
 	defer func() { <-s.Stop().Done() }() // 10 s grace for running jobs, then cancels them
+	return nil
+}
+
+func gocronJobs(locker *lock.Client, cleanup func(context.Context) error) error {
+	l, err := gocronlock.NewLocker(locker) // locker: the process's *lock.Client
+	if err != nil {
+		return err
+	}
+	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(l))
+	if err != nil {
+		return err
+	}
+	l.DeriveHolds(s) // holds each run's marker half the job's interval: clocks may differ by less
+	_, err = s.NewJob(gocron.DurationJob(time.Minute), l.Task(func(ctx context.Context) error {
+		return cleanup(ctx) // ctx ends with cause lock.ErrLost if the run's lock is lost
+	}), gocron.WithName("cleanup")) // every replica names the job alike
+	if err != nil {
+		return err
+	}
+	s.Start()
+	defer s.Shutdown() // lets runs finish; before locker.Close
 	return nil
 }
 
