@@ -13,8 +13,10 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/gin-gonic/gin"
+	"github.com/go-co-op/gocron/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/gocronlock"
 	"github.com/lockkit/lockkit/leader"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/locktest"
@@ -95,6 +97,19 @@ func TestPermitsSnippet(t *testing.T) {
 
 func TestGocronSnippet(t *testing.T) {
 	if err := gocronJobs(locktest.New(t), func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGocronGuideSnippet(t *testing.T) {
+	var used gocron.Scheduler
+	if err := gocronGuide(locktest.New(t), func(gocronlock.Attempt) {}, func(s gocron.Scheduler) { used = s }); err != nil {
+		t.Fatal(err)
+	}
+	if used == nil {
+		t.Fatal("no scheduler made")
+	}
+	if err := used.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
 }

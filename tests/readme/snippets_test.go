@@ -99,6 +99,20 @@ func gocronJobs(locker *lock.Client, cleanup func(context.Context) error) error 
 	return nil
 }
 
+func gocronGuide(locker *lock.Client, record func(gocronlock.Attempt), use func(gocron.Scheduler)) error {
+	l, err := gocronlock.NewLocker(locker, gocronlock.WithOnAttempt(record)) // every attempt's outcome
+	if err != nil {
+		return err // lock.ErrInvalid: a nil Locker, a minimum hold below 20 ms, ...
+	}
+	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(l))
+	if err != nil {
+		return err
+	}
+	l.DeriveHolds(s) // minimum hold: half of each job's shortest gap between runs
+	use(s)
+	return nil
+}
+
 func leaders(ctx context.Context, locker *lock.Client, reconcile func(context.Context) error) error {
 	err := leader.Run(ctx, locker, "reconciler", func(ctx context.Context) error {
 		return reconcile(ctx) // ctx ends with cause lock.ErrLost if leadership is lost
