@@ -20,6 +20,7 @@ type Election struct {
 	locker lock.Locker
 	name   string
 	cfg    config
+	pause  func(ctx context.Context, d time.Duration) bool // sleep; tests replace it
 
 	mu      sync.Mutex
 	running bool            // a Run is under way
@@ -42,11 +43,11 @@ func New(locker lock.Locker, name string, opts ...Option) (*Election, error) {
 	if err := errors.Join(cfg.bad...); err != nil {
 		return nil, err
 	}
-	return &Election{locker: locker, name: name, cfg: cfg}, nil
+	return &Election{locker: locker, name: name, cfg: cfg, pause: sleep}, nil
 }
 
 // Run campaigns for name until ctx ends: New(locker, name, opts...), then
-// [Election.Run] with lead. It returns ctx's error, or New's.
+// [Election.Run] with lead. It returns New's error or Election.Run's.
 func Run(ctx context.Context, locker lock.Locker, name string, lead func(ctx context.Context) error, opts ...Option) error {
 	e, err := New(locker, name, opts...)
 	if err != nil {
@@ -55,7 +56,9 @@ func Run(ctx context.Context, locker lock.Locker, name string, lead func(ctx con
 	return e.Run(ctx, lead)
 }
 
-// Run campaigns until ctx ends, and returns ctx's error.
+// Run campaigns until ctx ends, and returns ctx's error; or, at once,
+// the error of a campaign that cannot succeed, matching [lock.ErrClosed]
+// (the Client was closed) or [lock.ErrInvalid] (it refuses the lease).
 //
 // A campaign waits for the election's lock ([lock.Locker.Lock], queued
 // first come, first served). Once it holds it, this process leads: lead
@@ -90,14 +93,17 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context) error
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		failed := e.term1(ctx, lead)
+		failed, err := e.term1(ctx, lead)
+		if err != nil {
+			return err
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if !failed {
 			pause = e.cfg.backoff
 		}
-		if !sleep(ctx, pause) {
+		if !e.pause(ctx, pause) {
 			return ctx.Err()
 		}
 		if failed {
@@ -108,14 +114,18 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context) error
 
 // term1 campaigns once and, when elected, leads until lead returns. It
 // reports whether the campaign or the term failed: a Redis error, lead's
-// error or panic, or a loss.
-func (e *Election) term1(ctx context.Context, lead func(ctx context.Context) error) bool {
+// error or panic, or a loss. It returns the campaign's error when no
+// campaign can succeed: the locker was closed, or refuses the options.
+func (e *Election) term1(ctx context.Context, lead func(ctx context.Context) error) (bool, error) {
 	lctx, unlock, err := e.locker.Lock(ctx, Key(e.name), e.cfg.lockOpts...)
+	if errors.Is(err, lock.ErrClosed) || errors.Is(err, lock.ErrInvalid) {
+		return true, fmt.Errorf("leader: campaign for %q: %w", e.name, err)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			e.cfg.logger.Warn("leader: campaign failed", "election", e.name, "err", err)
 		}
-		return true
+		return true, nil
 	}
 	e.mu.Lock()
 	e.term = lctx
@@ -131,7 +141,7 @@ func (e *Election) term1(ctx context.Context, lead func(ctx context.Context) err
 	if err != nil && ctx.Err() == nil && !lost {
 		e.cfg.logger.Warn("leader: lead returned an error", "election", e.name, "err", err)
 	}
-	return (err != nil || lost) && ctx.Err() == nil
+	return (err != nil || lost) && ctx.Err() == nil, nil
 }
 
 // call runs lead, turning a panic into an error.

@@ -25,10 +25,19 @@ type config struct {
 }
 
 // WithLease sets the lease of the election's lock, renewed by the
-// watchdog while this process leads: a crashed leader is replaced within
-// it. Default: the Client's default lease ([lock.WithDefaultLease]).
+// watchdog every third of it while this process leads: a crashed leader
+// is replaced within it. Default: the Client's default lease
+// ([lock.WithDefaultLease]). It returns an error from [New] when d is
+// shorter than [lock.MinLease]; a lease the Client refuses for its drift
+// allowance ([lock.WithDrift]) makes [Election.Run] return that error.
 func WithLease(d time.Duration) Option {
-	return func(c *config) { c.lockOpts = append(c.lockOpts, lock.WithLease(d)) }
+	return func(c *config) {
+		if d < lock.MinLease {
+			c.bad = append(c.bad, fmt.Errorf("%w: leader: lease %v is shorter than lock.MinLease %v", lock.ErrInvalid, d, lock.MinLease))
+			return
+		}
+		c.lockOpts = append(c.lockOpts, lock.WithLease(d))
+	}
 }
 
 // WithBackoff sets the pause between a term's end (or a failed campaign)
