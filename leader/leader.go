@@ -70,8 +70,12 @@ func Run(ctx context.Context, locker lock.Locker, name string, lead func(ctx con
 // end with an error or a loss, or campaigns fail, in a row.
 //
 // Run does not return while lead runs: after ctx ends it waits for lead
-// to return. Two Runs of one Election at once are refused with an error
-// matching [lock.ErrInvalid].
+// to return, then for Redis to confirm the resignation, which the lock's
+// unlock bounds: until ctx's deadline + 50 ms, or 1 s after a cancellation
+// without a deadline, when Redis does not answer (the lease then lapses
+// by itself). A campaign under way when ctx ends returns at once. Two
+// Runs of one Election at once are refused with an error matching
+// [lock.ErrInvalid].
 func (e *Election) Run(ctx context.Context, lead func(ctx context.Context) error) error {
 	if lead == nil {
 		return fmt.Errorf("%w: leader: nil lead function", lock.ErrInvalid)
