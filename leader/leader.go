@@ -25,6 +25,7 @@ type Election struct {
 	mu      sync.Mutex
 	running bool            // a Run is under way
 	term    context.Context // the lead context of the current term; nil between terms
+	checked bool            // lock.Held tells whether term's hold is live (a lock.Client's)
 }
 
 // New returns an Election for name (not empty) on locker. It returns an
@@ -132,7 +133,7 @@ func (e *Election) term1(ctx context.Context, lead func(ctx context.Context) err
 		return true, nil
 	}
 	e.mu.Lock()
-	e.term = lctx
+	e.term, e.checked = lctx, lock.Held(lctx, Key(e.name))
 	e.mu.Unlock()
 	err = call(lctx, lead)
 	e.mu.Lock()
@@ -158,21 +159,30 @@ func call(ctx context.Context, lead func(ctx context.Context) error) (err error)
 	return lead(ctx)
 }
 
-// IsLeader reports whether this process leads now: a term is on and its
-// lead context has not ended. It reads local state only, no Redis.
+// IsLeader reports whether this process leads now: a term is on, its
+// lead context has not ended and, for a [lock.Client]'s lock, its lease's
+// validity has not run out ([lock.Held]; this also ends the lead context
+// when it has, which after a freeze of the process its timer may not have
+// done yet). It reads local state only, no Redis.
 func (e *Election) IsLeader() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.term != nil && e.term.Err() == nil
+	return e.leading()
+}
+
+// leading is IsLeader; e.mu is held.
+func (e *Election) leading() bool {
+	return e.term != nil && e.term.Err() == nil && (!e.checked || lock.Held(e.term, Key(e.name)))
 }
 
 // Token returns the fencing token of the current term, and whether this
-// process leads now (see [Election.IsLeader]). Tokens strictly increase
+// process leads now (see [Election.IsLeader]) with a token: a
+// [lock.NewQuorum] Client's locks have none. Tokens strictly increase
 // with every term, whoever leads it.
 func (e *Election) Token() (uint64, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.term == nil || e.term.Err() != nil {
+	if !e.leading() {
 		return 0, false
 	}
 	return lock.FencingToken(e.term, Key(e.name))
