@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/lockkit/lockkit/lock"
@@ -48,9 +49,12 @@ const DefaultObserveEvery = time.Second
 // Observe reads who leads election name every interval (0:
 // [DefaultObserveEvery]) until ctx ends, and sends the first answer and
 // then every change of term (another leader, another token, or none) on
-// the channel it returns, which it closes when ctx ends. A reading that
-// fails (Redis unreachable) is skipped: the last value sent stands. A
-// receiver that falls behind gets the latest term, not every one.
+// the channel it returns, which it closes when ctx ends, or when a
+// reading fails with an error matching [lock.ErrClosed] (the Client was
+// closed) or [lock.ErrInvalid]: no later reading could succeed. Any
+// other failed reading (Redis unreachable, or slower than interval) is
+// skipped: the last value sent stands. A receiver that falls behind gets
+// the latest term, not every one.
 func Observe(ctx context.Context, in Inspector, name string, interval time.Duration) <-chan Info {
 	if interval <= 0 {
 		interval = DefaultObserveEvery
@@ -66,6 +70,9 @@ func Observe(ctx context.Context, in Inspector, name string, interval time.Durat
 			rctx, cancel := context.WithTimeout(ctx, interval)
 			info, err := Current(rctx, in, name)
 			cancel()
+			if errors.Is(err, lock.ErrClosed) || errors.Is(err, lock.ErrInvalid) {
+				return // no later reading can succeed
+			}
 			if err == nil && (first || !info.same(last)) {
 				first, last = false, info
 				select { // the receiver gets the latest term

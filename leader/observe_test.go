@@ -160,3 +160,26 @@ func TestObserveWithRedisStalledClosesAtContextEnd(t *testing.T) {
 		t.Errorf("Observe's channel closed %v after its context ended, want within %v", took, locktest.Bound(100*time.Millisecond))
 	}
 }
+
+// TestObserveEndsWhenTheClientIsClosed: Observe of a closed Client, which
+// can never read again, closes its channel instead of polling silently
+// until its context ends.
+func TestObserveEndsWhenTheClientIsClosed(t *testing.T) {
+	t.Parallel()
+	r, _ := newRedis(t)
+	c := replicas(t, r, 1)[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := leader.Observe(ctx, c, "closed", 10*time.Millisecond)
+	if info := <-ch; info.Led {
+		t.Fatalf("first reading: %+v", info)
+	}
+	_ = c.Close()
+	closed := make(chan struct{})
+	go func() {
+		for range ch {
+		}
+		close(closed)
+	}()
+	locktest.Within(t, closed, locktest.Bound(time.Second), "Observe's channel closed after its Client was")
+}
