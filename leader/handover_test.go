@@ -3,6 +3,7 @@ package leader_test
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +180,52 @@ func TestPanicInLeadIsLoggedResignsAndCampaignsAgain(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "boom") {
 		t.Errorf("the panic is not in the log:\n%s", log.String())
+	}
+}
+
+// TestGoexitInLeadResigns: a lead that ends its goroutine with
+// runtime.Goexit (t.FailNow in a test's lead) ends Run's goroutine, and
+// Run still resigns on the way out: the waiting replica leads at once,
+// and the Election neither leads nor counts as running.
+func TestGoexitInLeadResigns(t *testing.T) {
+	t.Parallel()
+	r, _ := newRedis(t)
+	cs := replicas(t, r, 2)
+	e, err := leader.New(cs[0], "goexit", leader.WithLease(handoverLease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	exit := make(chan struct{})
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		_ = e.Run(context.Background(), tr.lead(t, 0, "goexit", func(ctx context.Context) error {
+			<-exit
+			runtime.Goexit()
+			return nil
+		}))
+	}()
+	tr.next(t, locktest.Bound(2*time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runAll(t, ctx, []lock.Locker{cs[1]}, "goexit", func(int) func(context.Context) error { return tr.lead(t, 1, "goexit", nil) })
+	defer func() { cancel(); <-done }()
+	time.Sleep(50 * time.Millisecond) // the other replica queues
+	start := time.Now()
+	close(exit)
+	<-gone
+	if who := tr.next(t, handoverLease); who != 1 {
+		t.Fatalf("replica %d leads", who)
+	}
+	if took := time.Since(start); took > handoverBound {
+		t.Errorf("the next leader started %v after lead's Goexit, want within %v (lease %v)", took, handoverBound, handoverLease)
+	}
+	if e.IsLeader() {
+		t.Errorf("the Election whose lead exited still says it leads")
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if err := e.Run(ctx2, func(context.Context) error { return nil }); err != context.Canceled {
+		t.Errorf("Run after the Goexit: %v, want context.Canceled (not refused as running)", err)
 	}
 }

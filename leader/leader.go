@@ -68,7 +68,9 @@ func Run(ctx context.Context, locker lock.Locker, name string, lead func(ctx con
 // panic is logged and counts as an error), Run resigns: it releases the
 // lock, which goes to the next replica at once. Then it campaigns again,
 // after a pause: the back-off ([WithBackoff]), which doubles while terms
-// end with an error or a loss, or campaigns fail, in a row.
+// end with an error or a loss, or campaigns fail, in a row. A lead that
+// ends its goroutine with runtime.Goexit (t.FailNow) ends Run's too,
+// after Run resigned.
 //
 // Run does not return while lead runs: after ctx ends it waits for lead
 // to return, then for Redis to confirm the resignation, which the lock's
@@ -117,11 +119,12 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context) error
 	}
 }
 
-// term1 campaigns once and, when elected, leads until lead returns. It
-// reports whether the campaign or the term failed: a Redis error, lead's
-// error or panic, or a loss. It returns the campaign's error when no
-// campaign can succeed: the locker was closed, or refuses the options.
-func (e *Election) term1(ctx context.Context, lead func(ctx context.Context) error) (bool, error) {
+// term1 campaigns once and, when elected, leads until lead returns (or
+// ends its goroutine with runtime.Goexit: term1 resigns on the way out).
+// It reports whether the campaign or the term failed: a Redis error,
+// lead's error or panic, or a loss. It returns the campaign's error when
+// no campaign can succeed: the locker was closed, or refuses the options.
+func (e *Election) term1(ctx context.Context, lead func(ctx context.Context) error) (failed bool, err error) {
 	lctx, unlock, err := e.locker.Lock(ctx, Key(e.name), e.cfg.lockOpts...)
 	if errors.Is(err, lock.ErrClosed) || errors.Is(err, lock.ErrInvalid) {
 		return true, fmt.Errorf("leader: campaign for %q: %w", e.name, err)
@@ -135,18 +138,22 @@ func (e *Election) term1(ctx context.Context, lead func(ctx context.Context) err
 	e.mu.Lock()
 	e.term, e.checked = lctx, lock.Held(lctx, Key(e.name))
 	e.mu.Unlock()
-	err = call(lctx, lead)
-	e.mu.Lock()
-	e.term = nil
-	e.mu.Unlock()
-	lost := errors.Is(context.Cause(lctx), lock.ErrLost)
-	if uerr := unlock(); uerr != nil && !errors.Is(uerr, lock.ErrLost) && !errors.Is(uerr, lock.ErrClosed) {
-		e.cfg.logger.Warn("leader: resigning failed; the lease lapses by itself", "election", e.name, "err", uerr)
-	}
-	if err != nil && ctx.Err() == nil && !lost {
-		e.cfg.logger.Warn("leader: lead returned an error", "election", e.name, "err", err)
-	}
-	return (err != nil || lost) && ctx.Err() == nil, nil
+	var leadErr error
+	defer func() {
+		e.mu.Lock()
+		e.term = nil
+		e.mu.Unlock()
+		lost := errors.Is(context.Cause(lctx), lock.ErrLost)
+		if uerr := unlock(); uerr != nil && !errors.Is(uerr, lock.ErrLost) && !errors.Is(uerr, lock.ErrClosed) {
+			e.cfg.logger.Warn("leader: resigning failed; the lease lapses by itself", "election", e.name, "err", uerr)
+		}
+		if leadErr != nil && ctx.Err() == nil && !lost {
+			e.cfg.logger.Warn("leader: lead returned an error", "election", e.name, "err", leadErr)
+		}
+		failed = (leadErr != nil || lost) && ctx.Err() == nil
+	}()
+	leadErr = call(lctx, lead)
+	return false, nil
 }
 
 // call runs lead, turning a panic into an error.
