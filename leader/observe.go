@@ -51,10 +51,11 @@ const DefaultObserveEvery = time.Second
 // then every change of term (another leader, another token, or none) on
 // the channel it returns, which it closes when ctx ends, or when a
 // reading fails with an error matching [lock.ErrClosed] (the Client was
-// closed) or [lock.ErrInvalid]: no later reading could succeed. Any
-// other failed reading (Redis unreachable, or slower than interval) is
-// skipped: the last value sent stands. A receiver that falls behind gets
-// the latest term, not every one.
+// closed) or [lock.ErrInvalid]: no later reading could succeed. A
+// reading may take up to interval or 1 s, whichever is longer, and a slow
+// one delays the next; one that fails (Redis unreachable, or slower than
+// that) is skipped: the last value sent stands. A receiver that falls
+// behind gets the latest term, not every one.
 func Observe(ctx context.Context, in Inspector, name string, interval time.Duration) <-chan Info {
 	if interval <= 0 {
 		interval = DefaultObserveEvery
@@ -67,7 +68,7 @@ func Observe(ctx context.Context, in Inspector, name string, interval time.Durat
 		var last Info
 		first := true
 		for {
-			rctx, cancel := context.WithTimeout(ctx, interval)
+			rctx, cancel := context.WithTimeout(ctx, max(interval, DefaultObserveEvery))
 			info, err := Current(rctx, in, name)
 			cancel()
 			if errors.Is(err, lock.ErrClosed) || errors.Is(err, lock.ErrInvalid) {

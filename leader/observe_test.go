@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/lockkit/lockkit/internal/locktest"
@@ -182,4 +183,26 @@ func TestObserveEndsWhenTheClientIsClosed(t *testing.T) {
 		close(closed)
 	}()
 	locktest.Within(t, closed, locktest.Bound(time.Second), "Observe's channel closed after its Client was")
+}
+
+// TestObserveFasterThanRedisAnswers: an interval shorter than Redis's
+// round trip still gets readings: each may take longer than the
+// interval, rather than being cut off by it and skipped, every time.
+func TestObserveFasterThanRedisAnswers(t *testing.T) {
+	t.Parallel()
+	r, _ := newRedis(t)
+	proxy := locktest.StartProxy(t, r.Addr)
+	proxy.SlowClients(30 * time.Millisecond)
+	c := locktest.NewClient(t, redis.NewClient(&redis.Options{Addr: proxy.Addr()}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := leader.Observe(ctx, c, "slow", 5*time.Millisecond)
+	select {
+	case info := <-ch:
+		if info.Led {
+			t.Errorf("first reading: %+v", info)
+		}
+	case <-time.After(locktest.Bound(time.Second)):
+		t.Fatalf("no reading within %v with a 5 ms interval and Redis answering in 30 ms", locktest.Bound(time.Second))
+	}
 }
