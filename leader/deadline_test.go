@@ -10,9 +10,10 @@ import (
 )
 
 // TestRunReturnsByDeadlineWithRedisStalled: with Redis SIGSTOPped, Run
-// returns its context's error within the deadline + 100 ms, both on the
-// leader (whose resignation Redis does not answer) and on the replica
-// waiting for the lock.
+// returns its context's error within the deadline + 100 ms: on the
+// leader (whose resignation Redis does not answer), on the replica
+// waiting for the lock, and on one that started campaigning once Redis
+// was stalled.
 func TestRunReturnsByDeadlineWithRedisStalled(t *testing.T) {
 	locktest.Timed(t)
 	r, _ := newRedis(t)
@@ -26,7 +27,7 @@ func TestRunReturnsByDeadlineWithRedisStalled(t *testing.T) {
 		err error
 		at  time.Time
 	}
-	rets := make(chan ret, 2)
+	rets := make(chan ret, 3)
 	for i, c := range cs {
 		go func() {
 			err := leader.Run(ctx, c, "deadline", tr.lead(t, i, "deadline", nil), leader.WithLease(10*time.Second))
@@ -40,7 +41,12 @@ func TestRunReturnsByDeadlineWithRedisStalled(t *testing.T) {
 	if time.Now().After(deadline) {
 		t.Fatal("Redis stalled after the deadline: the machine is too slow for this test")
 	}
-	for range 2 {
+	late := replicas(t, r, 1)[0] // campaigns on a Redis stalled already
+	go func() {
+		err := leader.Run(ctx, late, "deadline", tr.lead(t, 2, "deadline", nil), leader.WithLease(10*time.Second))
+		rets <- ret{err, time.Now()}
+	}()
+	for range 3 {
 		rt := <-rets
 		if rt.err != context.DeadlineExceeded {
 			t.Errorf("Run: %v, want context.DeadlineExceeded", rt.err)

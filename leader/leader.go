@@ -172,14 +172,8 @@ func call(ctx context.Context, lead func(ctx context.Context) error) (err error)
 // when it has, which after a freeze of the process its timer may not have
 // done yet). It reads local state only, no Redis.
 func (e *Election) IsLeader() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.leading()
-}
-
-// leading is IsLeader; e.mu is held.
-func (e *Election) leading() bool {
-	return e.term != nil && e.term.Err() == nil && (!e.checked || lock.Held(e.term, Key(e.name)))
+	_, ok := e.current()
+	return ok
 }
 
 // Token returns the fencing token of the current term, and whether this
@@ -187,12 +181,24 @@ func (e *Election) leading() bool {
 // [lock.NewQuorum] Client's locks have none. Tokens strictly increase
 // with every term, whoever leads it.
 func (e *Election) Token() (uint64, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.leading() {
+	term, ok := e.current()
+	if !ok {
 		return 0, false
 	}
-	return lock.FencingToken(e.term, Key(e.name))
+	return lock.FencingToken(term, Key(e.name))
+}
+
+// current returns the lead context of the term under way, and whether
+// it leads (see IsLeader). It calls lock.Held without e.mu, which a
+// loss's callbacks may need.
+func (e *Election) current() (context.Context, bool) {
+	e.mu.Lock()
+	term, checked := e.term, e.checked
+	e.mu.Unlock()
+	if term == nil || term.Err() != nil {
+		return nil, false
+	}
+	return term, !checked || lock.Held(term, Key(e.name))
 }
 
 // sleep waits d, and reports false when ctx ended first.
