@@ -13,7 +13,12 @@ type Inspector interface {
 	Inspect(ctx context.Context, key string) (lock.LockInfo, error)
 }
 
-// Info is who leads an election, as Redis has it.
+// Info is who leads an election, as Redis has it: the holder of the
+// election's lock. For a moment after a hand-over that may be a replica
+// whose campaign has not returned yet, whose lead has not started, or
+// never starts (a replica that Redis handed the lock to but that did not
+// take it in time, after a stall: the lock then goes to the next one,
+// with a greater token). [Election.IsLeader] is the leader's own view.
 type Info struct {
 	// Led tells that a leader holds the election's lock.
 	Led bool
