@@ -229,3 +229,24 @@ func TestGoexitInLeadResigns(t *testing.T) {
 		t.Errorf("Run after the Goexit: %v, want context.Canceled (not refused as running)", err)
 	}
 }
+
+// TestPanicInLeadIsLoggedAfterShutdown: a panic in lead is logged, with
+// its stack, even when Run's context ended before it (a shutdown), when
+// Run returns rather than campaigning again.
+func TestPanicInLeadIsLoggedAfterShutdown(t *testing.T) {
+	t.Parallel()
+	r, _ := newRedis(t)
+	c := replicas(t, r, 1)[0]
+	var log locktest.SyncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	err := leader.Run(ctx, c, "panic-late", func(context.Context) error {
+		cancel()
+		panic("late boom")
+	}, leader.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	if err != context.Canceled {
+		t.Fatalf("Run: %v, want context.Canceled", err)
+	}
+	if out := log.String(); !strings.Contains(out, "late boom") || !strings.Contains(out, "handover_test.go") {
+		t.Errorf("the panic and its stack are not in the log:\n%s", out)
+	}
+}

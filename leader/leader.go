@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -65,7 +66,7 @@ func Run(ctx context.Context, locker lock.Locker, name string, lead func(ctx con
 // first come, first served). Once it holds it, this process leads: lead
 // runs with the lock's context, which is cancelled when leadership is lost
 // (cause [lock.ErrLost]) or ctx ends. When lead returns, or panics (the
-// panic is logged and counts as an error), Run resigns: it releases the
+// panic is logged with its stack, and counts as an error), Run resigns: it releases the
 // lock, which goes to the next replica at once. Then it campaigns again,
 // after a pause: the back-off ([WithBackoff]), which doubles while terms
 // end with an error or a loss, or campaigns fail, in a row. A lead that
@@ -147,7 +148,11 @@ func (e *Election) term1(ctx context.Context, lead func(ctx context.Context) err
 		if uerr := unlock(); uerr != nil && !errors.Is(uerr, lock.ErrLost) && !errors.Is(uerr, lock.ErrClosed) {
 			e.cfg.logger.Warn("leader: resigning failed; the lease lapses by itself", "election", e.name, "err", uerr)
 		}
-		if leadErr != nil && ctx.Err() == nil && !lost {
+		var p *panicError
+		switch {
+		case errors.As(leadErr, &p): // whenever it happened: a bug to fix
+			e.cfg.logger.Warn("leader: lead panicked", "election", e.name, "panic", p.value, "stack", string(p.stack))
+		case leadErr != nil && ctx.Err() == nil && !lost:
 			e.cfg.logger.Warn("leader: lead returned an error", "election", e.name, "err", leadErr)
 		}
 		failed = (leadErr != nil || lost) && ctx.Err() == nil
@@ -156,11 +161,19 @@ func (e *Election) term1(ctx context.Context, lead func(ctx context.Context) err
 	return false, nil
 }
 
-// call runs lead, turning a panic into an error.
+// panicError is a panic of lead, with the stack where it happened.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("leader: lead panicked: %v", p.value) }
+
+// call runs lead, turning a panic into a *panicError.
 func call(ctx context.Context, lead func(ctx context.Context) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("leader: lead panicked: %v", r)
+			err = &panicError{value: r, stack: debug.Stack()}
 		}
 	}()
 	return lead(ctx)

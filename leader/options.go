@@ -55,8 +55,9 @@ func WithBackoff(initial, max time.Duration) Option {
 	}
 }
 
-// WithLogger sets where failed campaigns, lead's errors and panics are
-// logged (level Warn). Default: [slog.Default].
+// WithLogger sets where failed campaigns, lead's errors (while ctx is on
+// and leadership was not lost) and panics (always, with their stack) are
+// logged, at level Warn. Default: [slog.Default].
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l != nil {
