@@ -57,11 +57,14 @@ func WithBackoff(initial, max time.Duration) Option {
 
 // WithLogger sets where failed campaigns, lead's errors (while ctx is on
 // and leadership was not lost) and panics (always, with their stack) are
-// logged, at level Warn. Default: [slog.Default].
+// logged, at level Warn. Default: [slog.Default]. A nil l returns an
+// error from [New]; use slog.New(slog.DiscardHandler) for no logging.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
-		if l != nil {
-			c.logger = l
+		if l == nil {
+			c.bad = append(c.bad, fmt.Errorf("%w: leader: nil logger", lock.ErrInvalid))
+			return
 		}
+		c.logger = l
 	}
 }

@@ -35,6 +35,7 @@ func TestBadInputIsInvalid(t *testing.T) {
 		{"max below initial", c, "x", lead, []leader.Option{leader.WithBackoff(time.Second, time.Millisecond)}},
 		{"lease below lock.MinLease", c, "x", lead, []leader.Option{leader.WithLease(lock.MinLease - 1)}},
 		{"zero lease", c, "x", lead, []leader.Option{leader.WithLease(0)}},
+		{"nil logger", c, "x", lead, []leader.Option{leader.WithLogger(nil)}},
 	} {
 		if err := leader.Run(ctx, tc.locker, tc.elect, tc.lead, tc.opts...); !errors.Is(err, lock.ErrInvalid) {
 			t.Errorf("%s: Run: %v, want lock.ErrInvalid", tc.name, err)
