@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -274,44 +273,9 @@ func (f *fleet) events(keep func(event) bool) []event {
 // TestFaultsNeverTwoLeaders); frozen is the replica that was SIGSTOPped.
 func (f *fleet) check(frozen int) {
 	t := f.t
-	type span struct {
-		id          int
-		token       uint64
-		start       time.Time
-		first, last time.Time // seen live
-	}
-	terms := map[uint64]*span{}
-	for _, e := range f.events(func(e event) bool { return e.kind != "campaign" }) {
-		s := terms[e.token]
-		if s == nil && e.kind == "start" {
-			s = &span{id: e.id, token: e.token, start: e.at}
-			terms[e.token] = s
-		}
-		if s == nil || s.id != e.id {
-			t.Errorf("event %+v: not of a term that started, or of another replica's", e)
-			continue
-		}
-		if e.kind == "live" {
-			if s.first.IsZero() {
-				s.first = e.at
-			}
-			s.last = e.at
-		}
-	}
-	var spans []*span
-	for _, s := range terms {
-		spans = append(spans, s)
-	}
-	slices.SortFunc(spans, func(a, b *span) int { return a.start.Compare(b.start) })
-	for i := 1; i < len(spans); i++ {
-		a, b := spans[i-1], spans[i]
-		if b.token <= a.token {
-			t.Errorf("term of c%d started after c%d's with token %d, not above %d", b.id, a.id, b.token, a.token)
-		}
-		if !a.last.IsZero() && !b.first.IsZero() && !b.first.After(a.last) {
-			t.Errorf("c%d (token %d) was seen live at %v, before c%d (token %d) was last seen live at %v: two leaders",
-				b.id, b.token, b.first.Format(time.StampMicro), a.id, a.token, a.last.Format(time.StampMicro))
-		}
+	terms, problems := termProblems(f.events(func(e event) bool { return e.kind != "campaign" }))
+	for _, p := range problems {
+		t.Error(p)
 	}
 	resumes := f.events(func(e event) bool { return e.kind == "resume" })
 	lates := f.events(func(e event) bool { return e.kind == "late" })
@@ -331,8 +295,11 @@ func (f *fleet) check(frozen int) {
 	refused := f.events(func(e event) bool { return e.kind == "write" && e.details == "refused" })
 	failed := f.events(func(e event) bool { return e.kind == "write" && e.details == "error" })
 	writes := f.events(func(e event) bool { return e.kind == "write" })
+	if len(terms) < 5 { // the leader may keep its term through the short Redis stall
+		t.Errorf("%d terms, want at least 5 (one per fault but the short stall)", len(terms))
+	}
 	if t.Failed() {
 		f.dump()
 	}
-	t.Logf("%d terms, %d fenced writes: %d refused %+v, %d unanswered (Redis stalled)", len(spans), len(writes), len(refused), refused, len(failed))
+	t.Logf("%d terms, %d fenced writes: %d refused %+v, %d unanswered (Redis stalled)", len(terms), len(writes), len(refused), refused, len(failed))
 }
