@@ -30,7 +30,8 @@ type Election struct {
 }
 
 // New returns an Election for name (not empty) on locker. It returns an
-// error matching [lock.ErrInvalid] for an empty name or a bad option.
+// error matching [lock.ErrInvalid] for a nil locker, an empty name or a
+// bad option.
 func New(locker lock.Locker, name string, opts ...Option) (*Election, error) {
 	if locker == nil {
 		return nil, fmt.Errorf("%w: leader: nil locker", lock.ErrInvalid)
@@ -66,18 +67,18 @@ func Run(ctx context.Context, locker lock.Locker, name string, lead func(ctx con
 // first come, first served). Once it holds it, this process leads: lead
 // runs with the lock's context, which is cancelled when leadership is lost
 // (cause [lock.ErrLost]) or ctx ends. When lead returns, or panics (the
-// panic is logged with its stack, and counts as an error), Run resigns: it releases the
-// lock, which goes to the next replica at once. Then it campaigns again,
-// after a pause: the back-off ([WithBackoff]), which doubles while terms
-// end with an error or a loss, or campaigns fail, in a row. A lead that
-// ends its goroutine with runtime.Goexit (t.FailNow) ends Run's too,
-// after Run resigned.
+// panic is logged with its stack, and counts as an error), Run resigns:
+// it releases the lock, which goes to the next replica at once. Then it
+// campaigns again, after a pause: the back-off ([WithBackoff]), which
+// doubles while terms end with an error or a loss, or campaigns fail, in
+// a row. A lead that ends its goroutine with runtime.Goexit (t.FailNow)
+// ends Run's too, after Run resigned.
 //
 // Run does not return while lead runs: after ctx ends it waits for lead
 // to return, then for Redis to confirm the resignation, which the lock's
 // unlock bounds: until ctx's deadline + 50 ms, or 1 s after a cancellation
 // without a deadline, when Redis does not answer (the lease then lapses
-// by itself). A campaign under way when ctx ends returns at once. Two
+// by itself). A campaign under way when ctx ends returns within 50 ms. Two
 // Runs of one Election at once are refused with an error matching
 // [lock.ErrInvalid].
 func (e *Election) Run(ctx context.Context, lead func(ctx context.Context) error) error {
