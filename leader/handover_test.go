@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,10 +115,13 @@ func TestIsLeaderAndTokenFollowTheTerm(t *testing.T) {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex // the leads share last and terms; Redis orders them, not Go
 	var last uint64
 	terms := 0
 	lead := func(i int) func(context.Context) error {
 		return func(lctx context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
 			tok, ok := es[i].Token()
 			want, _ := lock.FencingToken(lctx, leader.Key("terms"))
 			if !es[i].IsLeader() || !ok || tok != want {
