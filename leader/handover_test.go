@@ -93,6 +93,9 @@ func TestResignOnContextEndHandsOverAtOnce(t *testing.T) {
 	if err := <-returned; err != context.Canceled {
 		t.Errorf("Run of the second leader: %v, want context.Canceled", err)
 	}
+	if terms, _ := tr.snapshot(); terms[0].cause != context.Canceled {
+		t.Errorf("the stopped leader's lead context ended with cause %v, want context.Canceled (Run's)", terms[0].cause)
+	}
 	t.Logf("hand-over on shutdown: %v (lease %v)", took, handoverLease)
 }
 
