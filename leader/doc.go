@@ -23,6 +23,12 @@
 //     the leader's writes with its fencing token ([Election.Token],
 //     [lock.FencingToken] of the lead context and [Key]), which strictly
 //     increases with every term, and have storage refuse older tokens.
+//     When a frozen process runs again, its lead context may not have
+//     ended yet (its timer has not fired): [Election.IsLeader],
+//     [Election.Token], [lock.Held] and [lock.FencingToken] check the
+//     lease's validity at once, and end the lead context when it ran out.
+//     Check one of them, and ctx.Err() ([lock.Held] alone does not look
+//     at it), right before each write.
 //   - A leader that returns, or whose context ends (shutdown), resigns: it
 //     releases the lock, which the queue hands to the next replica at
 //     once, not after a lease.

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/lockkit/lockkit/lock"
@@ -12,7 +13,12 @@ type Inspector interface {
 	Inspect(ctx context.Context, key string) (lock.LockInfo, error)
 }
 
-// Info is who leads an election, as Redis has it.
+// Info is who leads an election, as Redis has it: the holder of the
+// election's lock. For a moment after a hand-over that may be a replica
+// whose campaign has not returned yet, whose lead has not started, or
+// never starts (a replica that Redis handed the lock to but that did not
+// take it in time, after a stall: the lock then goes to the next one,
+// with a greater token). [Election.IsLeader] is the leader's own view.
 type Info struct {
 	// Led tells that a leader holds the election's lock.
 	Led bool
@@ -48,9 +54,13 @@ const DefaultObserveEvery = time.Second
 // Observe reads who leads election name every interval (0:
 // [DefaultObserveEvery]) until ctx ends, and sends the first answer and
 // then every change of term (another leader, another token, or none) on
-// the channel it returns, which it closes when ctx ends. A reading that
-// fails (Redis unreachable) is skipped: the last value sent stands. A
-// receiver that falls behind gets the latest term, not every one.
+// the channel it returns, which it closes when ctx ends, or when a
+// reading fails with an error matching [lock.ErrClosed] (the Client was
+// closed) or [lock.ErrInvalid]: no later reading could succeed. A
+// reading may take up to interval or 1 s, whichever is longer, and a slow
+// one delays the next; one that fails (Redis unreachable, or slower than
+// that) is skipped: the last value sent stands. A receiver that falls
+// behind gets the latest term, not every one.
 func Observe(ctx context.Context, in Inspector, name string, interval time.Duration) <-chan Info {
 	if interval <= 0 {
 		interval = DefaultObserveEvery
@@ -63,9 +73,12 @@ func Observe(ctx context.Context, in Inspector, name string, interval time.Durat
 		var last Info
 		first := true
 		for {
-			rctx, cancel := context.WithTimeout(ctx, interval)
+			rctx, cancel := context.WithTimeout(ctx, max(interval, DefaultObserveEvery))
 			info, err := Current(rctx, in, name)
 			cancel()
+			if errors.Is(err, lock.ErrClosed) || errors.Is(err, lock.ErrInvalid) {
+				return // no later reading can succeed
+			}
 			if err == nil && (first || !info.same(last)) {
 				first, last = false, info
 				select { // the receiver gets the latest term

@@ -25,10 +25,19 @@ type config struct {
 }
 
 // WithLease sets the lease of the election's lock, renewed by the
-// watchdog while this process leads: a crashed leader is replaced within
-// it. Default: the Client's default lease ([lock.WithDefaultLease]).
+// watchdog every third of it while this process leads: a crashed leader
+// is replaced within it. Default: the Client's default lease
+// ([lock.WithDefaultLease]). It returns an error from [New] when d is
+// shorter than [lock.MinLease]; a lease the Client refuses for its drift
+// allowance ([lock.WithDrift]) makes [Election.Run] return that error.
 func WithLease(d time.Duration) Option {
-	return func(c *config) { c.lockOpts = append(c.lockOpts, lock.WithLease(d)) }
+	return func(c *config) {
+		if d < lock.MinLease {
+			c.bad = append(c.bad, fmt.Errorf("%w: leader: lease %v is shorter than lock.MinLease %v", lock.ErrInvalid, d, lock.MinLease))
+			return
+		}
+		c.lockOpts = append(c.lockOpts, lock.WithLease(d))
+	}
 }
 
 // WithBackoff sets the pause between a term's end (or a failed campaign)
@@ -46,12 +55,16 @@ func WithBackoff(initial, max time.Duration) Option {
 	}
 }
 
-// WithLogger sets where failed campaigns, lead's errors and panics are
-// logged (level Warn). Default: [slog.Default].
+// WithLogger sets where failed campaigns, lead's errors (while ctx is on
+// and leadership was not lost) and panics (always, with their stack) are
+// logged, at level Warn. Default: [slog.Default]. A nil l returns an
+// error from [New]; use slog.New(slog.DiscardHandler) for no logging.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
-		if l != nil {
-			c.logger = l
+		if l == nil {
+			c.bad = append(c.bad, fmt.Errorf("%w: leader: nil logger", lock.ErrInvalid))
+			return
 		}
+		c.logger = l
 	}
 }
