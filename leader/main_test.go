@@ -12,8 +12,8 @@ import (
 )
 
 // TestMain runs a child process of the fault tests when the environment
-// asks for one (children_test.go), and otherwise the tests, then stops
-// the examples' Redis and checks that no goroutine was left behind.
+// asks for one (children_test.go), and otherwise the tests, then checks
+// that no goroutine was left behind.
 func TestMain(m *testing.M) {
 	redistest.QuietLogs()
 	if runChild() {
@@ -24,7 +24,6 @@ func TestMain(m *testing.M) {
 		_ = f.Value.Set("8") // the tests wait on timers and Redis, not the CPU
 	}
 	code := m.Run()
-	stopExampleRedis()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
