@@ -220,7 +220,20 @@ func TestOutOfMemoryRefusesNewLocksOnly(t *testing.T) {
 	held, unlock := locktest.MustLock(t, c, ctx, "held")
 	filled := fill(t, rdb)
 
-	_, _, err := c.Lock(ctx, "new", lock.WithMaxWait(time.Second))
+	// Redis may free some memory after the fill (client buffers shrink in
+	// its cron): a Lock that found room is premise lost, and the fill is
+	// made again, three times at most.
+	var err error
+	for try := 1; ; try++ {
+		var unlockNew lock.UnlockFunc
+		_, unlockNew, err = c.Lock(ctx, "new", lock.WithMaxWait(time.Second))
+		if err != nil || try == 3 {
+			break
+		}
+		_ = unlockNew()
+		t.Logf("premise: Redis had room again after the fill (try %d): filling again", try)
+		filled = append(filled, fill(t, rdb)...)
+	}
 	if !errors.Is(err, lock.ErrOutOfMemory) || !strings.Contains(err.Error(), "out of memory") {
 		t.Fatalf("Lock on a full Redis = %v, want ErrOutOfMemory", err)
 	}
