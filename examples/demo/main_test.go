@@ -21,21 +21,29 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // meets duplicates and several cron ticks.
 var short = config{duration: 3 * time.Second, replicas: 3, concurrency: 8, orders: 4, payTime: 5 * time.Millisecond, cron: cronRobfig}
 
-func TestDemoEmbedded(t *testing.T) {
+// runPassing runs the demo with cfg, fails t unless every invariant held,
+// and returns the report and its text.
+func runPassing(t *testing.T, cfg config) (*report, string) {
+	t.Helper()
 	var out bytes.Buffer
-	rep, err := run(context.Background(), short, &out)
+	rep, err := run(context.Background(), cfg, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !rep.ok() {
 		t.Fatalf("an invariant did not hold:\n%s", out.String())
 	}
+	return rep, out.String()
+}
+
+func TestDemoEmbedded(t *testing.T) {
+	rep, out := runPassing(t, short)
 	if rep.statuses[409] == 0 {
-		t.Errorf("no request was turned away: the load never contended\n%s", out.String())
+		t.Errorf("no request was turned away: the load never contended\n%s", out)
 	}
 	for _, want := range []string{"each paid exactly once  ok", "not answered 200 within 5 requests  ok", "answered \"already paid\"", "lost leases  0  ok", "terms on at once: 0  ok", "lock.hold", "PASS"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
 }
@@ -45,16 +53,8 @@ func TestDemoEmbedded(t *testing.T) {
 func TestDemoGocron(t *testing.T) {
 	cfg := short
 	cfg.cron = cronGocron
-	var out bytes.Buffer
-	rep, err := run(context.Background(), cfg, &out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.ok() {
-		t.Fatalf("an invariant did not hold:\n%s", out.String())
-	}
-	if !strings.Contains(out.String(), "0 of them more than once  ok") {
-		t.Errorf("report lacks the cron line:\n%s", out.String())
+	if _, out := runPassing(t, cfg); !strings.Contains(out, "0 of them more than once  ok") {
+		t.Errorf("report lacks the cron line:\n%s", out)
 	}
 }
 
@@ -62,16 +62,8 @@ func TestDemoRealRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := short
 	cfg.redisURL = "redis://" + srv.Addr
-	var out bytes.Buffer
-	rep, err := run(context.Background(), cfg, &out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.ok() {
-		t.Fatalf("an invariant did not hold:\n%s", out.String())
-	}
-	if !strings.Contains(out.String(), "Redis at "+srv.Addr) {
-		t.Errorf("report does not name the Redis:\n%s", out.String())
+	if _, out := runPassing(t, cfg); !strings.Contains(out, "Redis at "+srv.Addr) {
+		t.Errorf("report does not name the Redis:\n%s", out)
 	}
 }
 
