@@ -68,11 +68,19 @@ func named(job string, opts ...lock.LockOption) []lock.LockOption {
 // [ErrHeld] when an earlier tick's run still holds the run lock,
 // [ErrTickDone] when another replica took the marker less than the
 // minimum hold ago (it holds or held the run lock for this tick), or the
-// error of a Redis call that failed; gocron then skips the run. Every
-// attempt is reported (see [Outcome]).
+// error of a Redis call that failed; gocron then skips the run. Lock
+// gives up, with an error matching [context.DeadlineExceeded], when its
+// Redis calls have not taken both locks within a quarter of the minimum
+// hold ([LockBudget]) or by ctx's deadline: a Redis that stalls fails
+// the attempt rather than let it take a tick late. Every attempt is
+// reported (see [Outcome]).
 func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	a := Attempt{Job: key, MinHold: l.minHold(key)}
-	var runOpts []lock.LockOption
+	deadline := time.Now().Add(LockBudget(a.MinHold))
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	runOpts := []lock.LockOption{lock.WithMaxWait(max(time.Until(deadline), time.Nanosecond))}
 	if l.cfg.lease > 0 {
 		runOpts = append(runOpts, lock.WithLease(l.cfg.lease))
 	}
@@ -84,8 +92,12 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	// replicas that fire later for this tick that it was taken. It is
 	// taken only by a run lock's holder, so a held marker means the tick
 	// was run.
-	_, unlockMarker, err := l.locker.TryLock(context.WithoutCancel(ctx), l.tickKey(key),
-		named(key, lock.WithFixedLease(markerLease(a.MinHold)), lock.Integration{}.Internal())...)
+	err = context.DeadlineExceeded
+	var unlockMarker lock.UnlockFunc
+	if left := time.Until(deadline); left > 0 {
+		_, unlockMarker, err = l.locker.TryLock(context.WithoutCancel(ctx), l.tickKey(key),
+			named(key, lock.WithFixedLease(markerLease(a.MinHold)), lock.WithMaxWait(left), lock.Integration{}.Internal())...)
+	}
 	if err != nil {
 		l.release(key, unlock)
 		a.Outcome, a.Err = OutcomeFailed, err
@@ -106,15 +118,25 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	return r, nil
 }
 
+// LockBudget is how long a Lock whose minimum hold is hold may take to
+// take both locks: a quarter of hold. A replica whose marker reaches
+// Redis later than that after it fired could find the marker of a
+// replica that fired less than the minimum hold before it gone.
+func LockBudget(hold time.Duration) time.Duration { return hold / 4 }
+
 // refused reports and returns the error of an attempt whose run lock was
 // not taken with err. A held run lock is this tick's when the marker is
-// held too (its holder took both), an earlier tick's otherwise.
+// held too (its holder took both, as Inspect reads within the lock
+// budget), an earlier tick's otherwise.
 func (l *Locker) refused(ctx context.Context, a Attempt, err error) error {
 	a.Outcome, a.Err = OutcomeFailed, err
-	if errors.Is(err, lock.ErrNotObtained) && ctx.Err() == nil {
+	if errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		a.Outcome, a.Err = OutcomeSkippedHeld, ErrHeld
 		if in, ok := l.locker.(inspector); ok {
-			if info, ierr := in.Inspect(ctx, l.tickKey(a.Job)); ierr == nil && info.Held {
+			ictx, cancel := context.WithTimeout(ctx, LockBudget(a.MinHold))
+			info, ierr := in.Inspect(ictx, l.tickKey(a.Job))
+			cancel()
+			if ierr == nil && info.Held {
 				a.Outcome, a.Err = OutcomeSkippedTickDone, ErrTickDone
 			}
 		}

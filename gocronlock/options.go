@@ -45,11 +45,12 @@ func WithLease(d time.Duration) Option {
 
 // WithMinHold sets the minimum hold of every job: how long, by Redis's
 // clock, the tick marker a run takes keeps other replicas from running
-// the job again. It must exceed how far apart the replicas fire for one
-// tick (clock skew plus firing delays) and stay below the job's interval
-// less that. Default: half the job's shortest interval when the Locker
-// knows the scheduler ([Locker.DeriveHolds]), else [DefaultMinHold]. At
-// least [lock.MinLease].
+// the job again. How far apart the replicas fire for one tick (clock
+// skew plus firing delays) must stay below three quarters of it, and the
+// job's interval less that spread above five quarters of it (see
+// [LockBudget]). Default: half the job's shortest interval when the
+// Locker knows the scheduler ([Locker.DeriveHolds]), else
+// [DefaultMinHold]. At least [lock.MinLease].
 func WithMinHold(d time.Duration) Option {
 	return func(c *config) {
 		if d < lock.MinLease {
