@@ -28,8 +28,13 @@ var _ gocron.Elector = (*Elector)(nil)
 
 // NewElector returns an Elector for the election called name on locker,
 // with the election's options (lease, back-off, logger). It does not
-// campaign until [Elector.Start]. It returns [leader.New]'s error.
+// campaign until [Elector.Start]. It returns an error matching
+// [lock.ErrInvalid] for a nil locker (or a nil pointer in it), or
+// [leader.New]'s error.
 func NewElector(locker lock.Locker, name string, opts ...leader.Option) (*Elector, error) {
+	if isNil(locker) {
+		return nil, fmt.Errorf("%w: gocronlock: nil locker", lock.ErrInvalid)
+	}
 	e, err := leader.New(locker, name, opts...)
 	if err != nil {
 		return nil, err

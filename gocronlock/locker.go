@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,9 +38,10 @@ type inspector interface {
 
 // NewLocker returns a Locker that takes its locks with locker (one
 // [lock.Client] per process). It returns an error matching
-// [lock.ErrInvalid] for a nil locker or a bad option.
+// [lock.ErrInvalid] for a nil locker (or a nil pointer in it) or a bad
+// option.
 func NewLocker(locker lock.Locker, opts ...Option) (*Locker, error) {
-	if locker == nil {
+	if isNil(locker) {
 		return nil, fmt.Errorf("%w: gocronlock: nil locker", lock.ErrInvalid)
 	}
 	cfg := newConfig(opts)
@@ -47,6 +49,16 @@ func NewLocker(locker lock.Locker, opts ...Option) (*Locker, error) {
 		return nil, err
 	}
 	return &Locker{locker: locker, cfg: cfg, runs: make(map[context.Context]*run)}, nil
+}
+
+// isNil reports whether locker is nil or holds a nil pointer, such as a
+// nil *lock.Client, whose methods would panic in gocron's goroutines.
+func isNil(locker lock.Locker) bool {
+	if locker == nil {
+		return true
+	}
+	v := reflect.ValueOf(locker)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 func (l *Locker) runKey(job string) string  { return l.cfg.prefix + ":run:" + job }

@@ -14,6 +14,10 @@ import (
 // does not know (see [Locker.DeriveHolds]) when [WithMinHold] is not set.
 const DefaultMinHold = 500 * time.Millisecond
 
+// MaxMinHold is the longest minimum hold [WithMinHold] accepts: a
+// marker's lease, an eighth and 50 ms longer, must fit a time.Duration.
+const MaxMinHold = 200 * 365 * 24 * time.Hour
+
 // DefaultKeyPrefix is the default of [WithKeyPrefix].
 const DefaultKeyPrefix = "gocronlock"
 
@@ -50,11 +54,15 @@ func WithLease(d time.Duration) Option {
 // job's interval less that spread above five quarters of it (see
 // [LockBudget]). Default: half the job's shortest interval when the
 // Locker knows the scheduler ([Locker.DeriveHolds]), else
-// [DefaultMinHold]. At least [lock.MinLease].
+// [DefaultMinHold]. At least [lock.MinLease], at most [MaxMinHold].
 func WithMinHold(d time.Duration) Option {
 	return func(c *config) {
-		if d < lock.MinLease {
+		switch {
+		case d < lock.MinLease:
 			c.bad = append(c.bad, fmt.Errorf("%w: gocronlock: minimum hold %v below %v", lock.ErrInvalid, d, lock.MinLease))
+			return
+		case d > MaxMinHold:
+			c.bad = append(c.bad, fmt.Errorf("%w: gocronlock: minimum hold %v above %v", lock.ErrInvalid, d, MaxMinHold))
 			return
 		}
 		c.minHold = d
