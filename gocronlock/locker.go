@@ -87,7 +87,13 @@ func named(job string, opts ...lock.LockOption) []lock.LockOption {
 // the attempt rather than let it take a tick late. Every attempt is
 // reported (see [Outcome]).
 func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
-	a := Attempt{Job: key, MinHold: l.minHold(key)}
+	a := Attempt{Job: key}
+	var err error
+	if a.MinHold, err = l.minHold(ctx, key); err != nil {
+		a.Outcome, a.Err = OutcomeFailed, err
+		l.report(a)
+		return nil, err
+	}
 	deadline := time.Now().Add(LockBudget(a.MinHold))
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
