@@ -45,36 +45,30 @@
 //     when the replica crashed. When another replica holds it, the
 //     attempt releases the run lock and is skipped with [ErrTickDone].
 //
-// Lock takes both locks within a quarter of the minimum hold from its
-// call ([LockBudget]), or fails the attempt: a marker reaches Redis less
-// than that after its replica fired, however long Redis stalls.
-//
 // The guarantee: no scheduled run of a job runs on two replicas when the
-// replicas fire for it less than three quarters of the minimum hold apart
-// (clock skew, the offset between the starts of DurationJobs, and firing
-// delays, by real time), and fire for successive runs more than five
-// quarters of the minimum hold apart. Why: the marker's lease is measured
-// by Redis. The first replica to fire takes both locks and the marker; a
-// replica that fires for the same run less than three quarters of the
-// minimum hold later reaches Redis less than the minimum hold after it,
-// and finds the run lock held (and the marker) or the marker held, and
-// skips; the next run is due an interval later, when the marker, taken
-// less than a quarter of the minimum hold after its run fired, has been
-// released. Only a holder of the run lock takes the marker, so a held
-// marker means that a replica took the run: a run that ran nowhere is
-// never reported done elsewhere, unless its replica crashed or lost its
-// run lock right after taking it (see [OutcomeLost]). The other way
-// round, a replica that finds the run lock held by a replica that has not
-// yet taken the marker reports [ErrHeld] for a run that does run there.
+// replicas fire for it less than the minimum hold apart (clock skew, the
+// offset between the starts of DurationJobs, and firing delays, by real
+// time), and fire for successive runs more than the minimum hold apart.
+// Why: the marker's lease is measured by Redis. The first replica to fire
+// takes both locks and the marker; a replica that fires for the same run
+// less than the minimum hold later finds the run lock held (and the
+// marker) or the marker held, and skips; the next run is due an interval
+// later, when the marker has been released. Only a holder of the run lock
+// takes the marker, so a held marker means that a replica took the run:
+// a run that ran nowhere is never reported done elsewhere, unless its
+// replica crashed or lost its run lock right after taking it (see
+// [OutcomeLost]). The other way round, a replica that finds the run lock
+// held by a replica that has not yet taken the marker reports
+// [ErrHeld] for a run that does run there.
 //
 // With the default minimum hold of half the job's interval (the shortest
 // gap between its runs, see [Locker.DeriveHolds]) both conditions hold
-// when the replicas fire for one run less than three eighths of the
-// interval apart, firing delays included: clocks within 375 ms, less
-// those, for a job every second; within 9 h for a daily one. Without
-// DeriveHolds the minimum hold is [DefaultMinHold] (500 ms) unless set
-// with [WithMinHold]: right for jobs every second or slower and clocks
-// within 375 ms less the firing delays. For a DurationJob,
+// when the replicas fire for one run less than half the interval apart,
+// firing delays and Redis round trips included: clocks within 500 ms,
+// less those, for a job every second; within 12 h for a daily one.
+// Without DeriveHolds the minimum hold is [DefaultMinHold] (500 ms)
+// unless set with [WithMinHold]: right for jobs every second or slower
+// and clocks within 500 ms less the firing delays. For a DurationJob,
 // each replica counts its runs from its own start: start the replicas'
 // jobs at times that agree on the phase (gocron.WithStartAt at a
 // multiple of the interval), or within half the interval of each other.
@@ -84,12 +78,21 @@
 // scheduled run due less than the minimum hold later is skipped on every
 // replica with ErrTickDone.
 //
+// A Redis round trip counts towards how far apart the replicas fire: a
+// replica whose Lock reaches Redis late, a Redis that stalls, can find
+// the marker of a replica that fired less than the minimum hold before
+// it gone, and run that tick again. [WithLockBudget] bounds the time
+// Lock may take, failing the attempt beyond it, so that the guarantee
+// holds, whatever Redis does, when the replicas fire less than the
+// minimum hold less the budget apart (and for successive runs more than
+// the minimum hold plus the budget).
+//
 // It is not a guarantee of at least once: a run that finds the job held
 // by a run of an earlier tick is skipped on every replica; a replica that
 // crashes does not hand its run over, and its marker lapses up to an
 // eighth of the hold and 50 ms late, which skips the next run when the
 // replicas fire that close to the bound; and a Redis that cannot be
-// reached, or answers later than the lock budget, fails the attempt.
+// reached, or answers after the lock budget, fails the attempt.
 //
 // Shut the scheduler down before closing the lock.Client. Close releases
 // the markers the Client holds: a replica that fires for a run after

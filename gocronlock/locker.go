@@ -80,13 +80,13 @@ func named(job string, opts ...lock.LockOption) []lock.LockOption {
 // [ErrHeld] when an earlier tick's run still holds the run lock,
 // [ErrTickDone] when another replica took the marker less than the
 // minimum hold ago (it holds or held the run lock for this tick), or the
-// error of a Redis call that failed; gocron then skips the run. Lock
-// gives up, with an error matching [context.DeadlineExceeded], when its
-// Redis calls have not taken both locks within a quarter of the minimum
-// hold ([LockBudget]) or by ctx's deadline: a Redis that stalls fails
-// the attempt rather than let it take a tick late. Every attempt is
-// reported (see [Outcome]).
+// error of a Redis call that failed; gocron then skips the run. It
+// returns by ctx's deadline (plus 100 ms) and the lock budget
+// ([WithLockBudget]) from its call, with an error matching
+// [context.DeadlineExceeded] when they passed. Every attempt is reported
+// (see [Outcome]).
 func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+	start := time.Now()
 	a := Attempt{Job: key}
 	var err error
 	if a.MinHold, err = l.minHold(ctx, key); err != nil {
@@ -94,11 +94,14 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 		l.report(a)
 		return nil, err
 	}
-	deadline := time.Now().Add(LockBudget(a.MinHold))
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	deadline, limited := ctx.Deadline()
+	if b := start.Add(l.cfg.budget); l.cfg.budget > 0 && (!limited || b.Before(deadline)) {
+		deadline, limited = b, true
 	}
-	runOpts := []lock.LockOption{lock.WithMaxWait(max(time.Until(deadline), time.Nanosecond))}
+	var runOpts []lock.LockOption
+	if limited {
+		runOpts = append(runOpts, lock.WithMaxWait(max(time.Until(deadline), time.Nanosecond)))
+	}
 	if l.cfg.lease > 0 {
 		runOpts = append(runOpts, lock.WithLease(l.cfg.lease))
 	}
@@ -109,12 +112,17 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	// The marker outlives a short run, and its lease a crash: it tells
 	// replicas that fire later for this tick that it was taken. It is
 	// taken only by a run lock's holder, so a held marker means the tick
-	// was run.
-	err = context.DeadlineExceeded
+	// was run. Its context does not end with ctx (gocron's Shutdown):
+	// the deadline bounds it with WithMaxWait.
+	markerOpts := []lock.LockOption{lock.WithFixedLease(markerLease(a.MinHold)), lock.Integration{}.Internal()}
+	left := time.Until(deadline)
+	if limited {
+		markerOpts = append(markerOpts, lock.WithMaxWait(max(left, time.Nanosecond)))
+	}
 	var unlockMarker lock.UnlockFunc
-	if left := time.Until(deadline); left > 0 {
-		_, unlockMarker, err = l.locker.TryLock(context.WithoutCancel(ctx), l.tickKey(key),
-			named(key, lock.WithFixedLease(markerLease(a.MinHold)), lock.WithMaxWait(left), lock.Integration{}.Internal())...)
+	err = context.DeadlineExceeded
+	if !limited || left > 0 {
+		_, unlockMarker, err = l.locker.TryLock(context.WithoutCancel(ctx), l.tickKey(key), named(key, markerOpts...)...)
 	}
 	if err != nil {
 		l.release(key, unlock)
@@ -136,22 +144,19 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	return r, nil
 }
 
-// LockBudget is how long a Lock whose minimum hold is hold may take to
-// take both locks: a quarter of hold. A replica whose marker reaches
-// Redis later than that after it fired could find the marker of a
-// replica that fired less than the minimum hold before it gone.
-func LockBudget(hold time.Duration) time.Duration { return hold / 4 }
-
 // refused reports and returns the error of an attempt whose run lock was
 // not taken with err. A held run lock is this tick's when the marker is
-// held too (its holder took both, as Inspect reads within the lock
-// budget), an earlier tick's otherwise.
+// held too (its holder took both, as Inspect reads, within the lock
+// budget if one is set), an earlier tick's otherwise.
 func (l *Locker) refused(ctx context.Context, a Attempt, err error) error {
 	a.Outcome, a.Err = OutcomeFailed, err
 	if errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		a.Outcome, a.Err = OutcomeSkippedHeld, ErrHeld
 		if in, ok := l.locker.(inspector); ok {
-			ictx, cancel := context.WithTimeout(ctx, LockBudget(a.MinHold))
+			ictx, cancel := ctx, context.CancelFunc(func() {})
+			if l.cfg.budget > 0 {
+				ictx, cancel = context.WithTimeout(ctx, l.cfg.budget)
+			}
 			info, ierr := in.Inspect(ictx, l.tickKey(a.Job))
 			cancel()
 			if ierr == nil && info.Held {

@@ -71,11 +71,13 @@ func TestBadOptions(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	c := locktest.NewClient(t, rdb)
 	for name, opt := range map[string]gocronlock.Option{
-		"zero hold":      gocronlock.WithMinHold(0),
-		"negative hold":  gocronlock.WithMinHold(-time.Second),
-		"huge hold":      gocronlock.WithMinHold(math.MaxInt64),
-		"zero lease":     gocronlock.WithLease(0),
-		"negative lease": gocronlock.WithLease(-time.Second),
+		"zero hold":       gocronlock.WithMinHold(0),
+		"negative hold":   gocronlock.WithMinHold(-time.Second),
+		"huge hold":       gocronlock.WithMinHold(math.MaxInt64),
+		"zero lease":      gocronlock.WithLease(0),
+		"negative lease":  gocronlock.WithLease(-time.Second),
+		"zero budget":     gocronlock.WithLockBudget(0),
+		"negative budget": gocronlock.WithLockBudget(-time.Second),
 	} {
 		if _, err := gocronlock.NewLocker(c, opt); !errors.Is(err, lock.ErrInvalid) {
 			t.Errorf("%s: NewLocker = %v, want lock.ErrInvalid", name, err)

@@ -26,6 +26,7 @@ type Option func(*config)
 
 type config struct {
 	lease     time.Duration // run lock's watchdog lease; 0: the Locker's default
+	budget    time.Duration // WithLockBudget; 0: none
 	minHold   time.Duration // 0: derived or DefaultMinHold
 	prefix    string
 	onAttempt func(Attempt)
@@ -49,12 +50,11 @@ func WithLease(d time.Duration) Option {
 
 // WithMinHold sets the minimum hold of every job: how long, by Redis's
 // clock, the tick marker a run takes keeps other replicas from running
-// the job again. How far apart the replicas fire for one tick (clock
-// skew plus firing delays) must stay below three quarters of it, and the
-// job's interval less that spread above five quarters of it (see
-// [LockBudget]). Default: half the job's shortest interval when the
-// Locker knows the scheduler ([Locker.DeriveHolds]), else
-// [DefaultMinHold]. At least [lock.MinLease], at most [MaxMinHold].
+// the job again. It must exceed how far apart the replicas fire for one
+// tick (clock skew plus firing delays) and stay below the job's interval
+// less that. Default: half the job's shortest interval when the Locker
+// knows the scheduler ([Locker.DeriveHolds]), else [DefaultMinHold]. At
+// least [lock.MinLease], at most [MaxMinHold].
 func WithMinHold(d time.Duration) Option {
 	return func(c *config) {
 		switch {
@@ -66,6 +66,29 @@ func WithMinHold(d time.Duration) Option {
 			return
 		}
 		c.minHold = d
+	}
+}
+
+// WithLockBudget bounds how long Lock may take to take both locks,
+// from gocron's call: later, it fails the attempt with an error matching
+// [context.DeadlineExceeded] ([OutcomeFailed]), releasing what it took.
+// A replica's marker then reaches Redis less than d after it fired,
+// however long Redis stalls, and the guarantee holds when the replicas
+// fire for one run less than the minimum hold less d apart (and for
+// successive runs more than the minimum hold plus d apart), with no
+// allowance for Redis round trips. A quarter of the shortest minimum
+// hold suits a Redis that answers within milliseconds: a slower answer
+// fails the attempt (a missed run). It must be positive. Default: none;
+// a Redis round trip then counts towards how far apart the replicas
+// fire, and a Redis that stalls for longer than the minimum hold while
+// a replica fires can let that replica run a tick another one ran.
+func WithLockBudget(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.bad = append(c.bad, fmt.Errorf("%w: gocronlock: lock budget %v not positive", lock.ErrInvalid, d))
+			return
+		}
+		c.budget = d
 	}
 }
 

@@ -16,11 +16,12 @@ const (
 	// returned [ErrTickDone] (Debug: the usual outcome on all replicas
 	// but one).
 	OutcomeSkippedTickDone
-	// OutcomeFailed: a Redis call of Lock failed or took longer than
-	// the lock budget, or gocron's job context ended during Lock (Lock
-	// returned the error, and the tick may have run nowhere), or the
-	// job, run through [Locker.Func] or [Locker.Task], returned an
-	// error. [Attempt.Err] tells which (Error).
+	// OutcomeFailed: a Redis call of Lock failed or outlasted the lock
+	// budget ([WithLockBudget]) or ctx's deadline, or gocron's job
+	// context ended during Lock (Lock returned the error, and the tick
+	// may have run nowhere), or the job, run through [Locker.Func] or
+	// [Locker.Task], returned an error. [Attempt.Err] tells which
+	// (Error).
 	OutcomeFailed
 	// OutcomeLost: the run lock was lost while the job ran (its lease
 	// ended in Redis, or the lock Client was closed): the run's context,

@@ -75,11 +75,11 @@ func TestLockReturnsByDeadlineWhileRedisStalls(t *testing.T) {
 }
 
 // TestOnceEveryRunWhileRedisStalls runs a job every 2 s on two replicas
-// whose clocks are 300 ms apart, with a minimum hold of 800 ms, and stops
-// Redis for 1.3 s (longer than the marker's lease) right after the first
-// replica ran a tick, while the second fires for it: no tick runs on both
-// replicas. The second's attempt fails (a tick missed); it does not run a
-// tick the first one ran.
+// whose clocks are 300 ms apart, with a minimum hold of 800 ms and a lock
+// budget of 200 ms, and stops Redis for 1.3 s (longer than the marker's
+// lease) right after the first replica ran a tick, while the second
+// fires for it: no tick runs on both replicas. The second's attempt
+// fails (a tick missed); it does not run a tick the first one ran.
 func TestOnceEveryRunWhileRedisStalls(t *testing.T) {
 	t.Parallel()
 	r, rdb := locktest.NewRedis(t)
@@ -113,7 +113,7 @@ func TestOnceEveryRunWhileRedisStalls(t *testing.T) {
 				close(stalled)
 			}
 		}
-		l = newLocker(t, locktest.NewClient(t, rdb), nil, gocronlock.WithMinHold(800*time.Millisecond), gocronlock.WithOnAttempt(onAttempt))
+		l = newLocker(t, locktest.NewClient(t, rdb), nil, gocronlock.WithMinHold(800*time.Millisecond), gocronlock.WithLockBudget(200*time.Millisecond), gocronlock.WithOnAttempt(onAttempt))
 		clock := offsetClock{clockwork.NewRealClock(), off}
 		locker := tickLocker{Locker: l, lock: func(at time.Time) {
 			mu.Lock()
