@@ -7,7 +7,12 @@ type Outcome int
 
 // Outcomes of a run attempt, with the level they are logged at.
 const (
-	// OutcomeRan: this replica ran the job to its end (Info).
+	// OutcomeRan: this replica took the run and gocron unlocked it, with
+	// the run lock kept and no error from the job through [Locker.Func]
+	// (Info). gocron also unlocks, without calling the job, when a
+	// BeforeJobRunsSkipIfBeforeFuncErrors listener fails: that attempt
+	// is reported ran too, and its marker skips the run on the other
+	// replicas.
 	OutcomeRan Outcome = iota + 1
 	// OutcomeSkippedHeld: a run of an earlier tick still held the job;
 	// Lock returned [ErrHeld] (Warn).
