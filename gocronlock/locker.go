@@ -125,7 +125,13 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 		_, unlockMarker, err = l.locker.TryLock(context.WithoutCancel(ctx), l.tickKey(key), named(key, markerOpts...)...)
 	}
 	if err != nil {
-		l.release(key, unlock)
+		if limited {
+			// Redis may be stalled: release within the deadline's
+			// grace rather than after a release timeout of its own.
+			go l.release(key, unlock)
+		} else {
+			l.release(key, unlock)
+		}
 		a.Outcome, a.Err = OutcomeFailed, err
 		if errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			a.Outcome, a.Err = OutcomeSkippedTickDone, ErrTickDone
