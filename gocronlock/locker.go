@@ -112,9 +112,15 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	// The marker outlives a short run, and its lease a crash: it tells
 	// replicas that fire later for this tick that it was taken. It is
 	// taken only by a run lock's holder, so a held marker means the tick
-	// was run. Its context does not end with ctx (gocron's Shutdown):
-	// the deadline bounds it with WithMaxWait.
-	markerOpts := []lock.LockOption{lock.WithFixedLease(markerLease(a.MinHold)), lock.Integration{}.Internal()}
+	// was run. Holding it does not end with ctx (WithHoldUntilUnlock),
+	// nor does taking it at once: a run that gocron stops as it takes the
+	// marker still takes it, unless Redis keeps it waiting for
+	// stopGrace more (a stalled Redis must not hold up Shutdown).
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(stopGrace, cancel) })
+	defer stop()
+	markerOpts := []lock.LockOption{lock.WithFixedLease(markerLease(a.MinHold)), lock.WithHoldUntilUnlock(), lock.Integration{}.Internal()}
 	left := time.Until(deadline)
 	if limited {
 		markerOpts = append(markerOpts, lock.WithMaxWait(max(left, time.Nanosecond)))
@@ -122,12 +128,13 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	var unlockMarker lock.UnlockFunc
 	err = context.DeadlineExceeded
 	if !limited || left > 0 {
-		_, unlockMarker, err = l.locker.TryLock(context.WithoutCancel(ctx), l.tickKey(key), named(key, markerOpts...)...)
+		_, unlockMarker, err = l.locker.TryLock(mctx, l.tickKey(key), named(key, markerOpts...)...)
 	}
 	if err != nil {
-		if limited {
+		if limited || ctx.Err() != nil {
 			// Redis may be stalled: release within the deadline's
-			// grace rather than after a release timeout of its own.
+			// grace, or at once on Shutdown, rather than after a
+			// release timeout of its own.
 			go l.release(key, unlock)
 		} else {
 			l.release(key, unlock)
@@ -149,6 +156,10 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	l.mu.Unlock()
 	return r, nil
 }
+
+// stopGrace is how long taking a marker goes on after gocron's job
+// context ended.
+const stopGrace = 100 * time.Millisecond
 
 // refused reports and returns the error of an attempt whose run lock was
 // not taken with err. A held run lock is this tick's when the marker is

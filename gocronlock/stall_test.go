@@ -22,12 +22,19 @@ type pauseBefore struct {
 	*lock.Client
 	r    *locktest.Redis
 	part string
-	once sync.Once
+
+	mu     sync.Mutex
+	paused bool
 }
 
 func (p *pauseBefore) TryLock(ctx context.Context, key string, opts ...lock.LockOption) (context.Context, lock.UnlockFunc, error) {
 	if strings.Contains(key, p.part) {
-		p.once.Do(p.r.Pause)
+		p.mu.Lock()
+		if !p.paused {
+			p.paused = true
+			p.r.Pause()
+		}
+		p.mu.Unlock()
 	}
 	return p.Client.TryLock(ctx, key, opts...)
 }
@@ -212,5 +219,46 @@ func TestLostWhileRedisStallsPastLease(t *testing.T) {
 	_ = s.Shutdown()
 	if all := rec.all(); len(all) != 1 || all[0].Outcome != gocronlock.OutcomeLost || !errors.Is(all[0].Err, lock.ErrLost) {
 		t.Errorf("attempts %v, want one lost with lock.ErrLost", all)
+	}
+}
+
+// TestShutdownWhileRedisStallsBetweenLocks stops Redis after a run's
+// run lock, before its marker, and shuts the scheduler down: Shutdown
+// returns nil well within gocron's stop timeout (3 s), the attempt
+// failed, not ran.
+func TestShutdownWhileRedisStallsBetweenLocks(t *testing.T) {
+	t.Parallel()
+	r, rdb := locktest.NewRedis(t)
+	name, rec := uniqueName(), &recorder{}
+	p := &pauseBefore{Client: locktest.NewClient(t, rdb), r: r, part: ":tick:"}
+	l := newLocker(t, p, rec)
+	s := newScheduler(t, gocron.WithDistributedLocker(l), gocron.WithStopTimeout(3*time.Second))
+	ran := make(chan struct{}, 1)
+	if _, err := s.NewJob(gocron.DurationJob(time.Hour), l.Task(func(context.Context) error { ran <- struct{}{}; return nil }),
+		gocron.WithName(name), gocron.WithStartAt(gocron.WithStartImmediately())); err != nil {
+		t.Fatalf("NewJob: %v", err)
+	}
+	s.Start()
+	defer r.Resume()
+	locktest.Eventually(t, 10*time.Second, "Redis stopped before the marker", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.paused
+	})
+	start := time.Now()
+	err := s.Shutdown()
+	took := time.Since(start)
+	t.Logf("Shutdown after %v: %v", took.Round(time.Millisecond), err)
+	if err != nil || took > locktest.Bound(time.Second)/4 {
+		t.Errorf("Shutdown = %v after %v with Redis stopped between the locks, want nil within %v", err, took, locktest.Bound(time.Second)/4)
+	}
+	r.Resume()
+	select {
+	case <-ran:
+		t.Errorf("the job ran after Shutdown")
+	default:
+	}
+	if all := rec.all(); len(all) != 1 || all[0].Outcome != gocronlock.OutcomeFailed {
+		t.Errorf("attempts %v, want one failed", all)
 	}
 }
