@@ -112,24 +112,8 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	// The marker outlives a short run, and its lease a crash: it tells
 	// replicas that fire later for this tick that it was taken. It is
 	// taken only by a run lock's holder, so a held marker means the tick
-	// was run. Holding it does not end with ctx (WithHoldUntilUnlock),
-	// nor does taking it at once: a run that gocron stops as it takes the
-	// marker still takes it, unless Redis keeps it waiting for
-	// stopGrace more (a stalled Redis must not hold up Shutdown).
-	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(stopGrace, cancel) })
-	defer stop()
-	markerOpts := []lock.LockOption{lock.WithFixedLease(markerLease(a.MinHold)), lock.WithHoldUntilUnlock(), lock.Integration{}.Internal()}
-	left := time.Until(deadline)
-	if limited {
-		markerOpts = append(markerOpts, lock.WithMaxWait(max(left, time.Nanosecond)))
-	}
-	var unlockMarker lock.UnlockFunc
-	err = context.DeadlineExceeded
-	if !limited || left > 0 {
-		_, unlockMarker, err = l.locker.TryLock(mctx, l.tickKey(key), named(key, markerOpts...)...)
-	}
+	// was run.
+	unlockMarker, err := l.takeMarker(ctx, key, a.MinHold, deadline, limited)
 	if err != nil {
 		if limited || ctx.Err() != nil {
 			// Redis may be stalled: release within the deadline's
@@ -155,6 +139,28 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	l.runs[ctx] = r
 	l.mu.Unlock()
 	return r, nil
+}
+
+// takeMarker takes job key's tick marker for hold, by deadline when
+// limited. Holding it does not end with ctx (WithHoldUntilUnlock), nor
+// does taking it at once: a run that gocron stops as it takes the marker
+// still takes it, unless Redis keeps it waiting for stopGrace more (a
+// stalled Redis must not hold up Shutdown).
+func (l *Locker) takeMarker(ctx context.Context, key string, hold time.Duration, deadline time.Time, limited bool) (lock.UnlockFunc, error) {
+	opts := []lock.LockOption{lock.WithFixedLease(markerLease(hold)), lock.WithHoldUntilUnlock(), lock.Integration{}.Internal()}
+	if limited {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+		opts = append(opts, lock.WithMaxWait(left))
+	}
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(stopGrace, cancel) })
+	defer stop()
+	_, unlock, err := l.locker.TryLock(mctx, l.tickKey(key), named(key, opts...)...)
+	return unlock, err
 }
 
 // stopGrace is how long taking a marker goes on after gocron's job
