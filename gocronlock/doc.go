@@ -78,12 +78,21 @@
 // scheduled run due less than the minimum hold later is skipped on every
 // replica with ErrTickDone.
 //
+// A Redis round trip counts towards how far apart the replicas fire: a
+// replica whose Lock reaches Redis late, a Redis that stalls, can find
+// the marker of a replica that fired less than the minimum hold before
+// it gone, and run that tick again. [WithLockBudget] bounds the time
+// Lock may take, failing the attempt beyond it, so that the guarantee
+// holds, whatever Redis does, when the replicas fire less than the
+// minimum hold less the budget apart (and for successive runs more than
+// the minimum hold plus the budget).
+//
 // It is not a guarantee of at least once: a run that finds the job held
 // by a run of an earlier tick is skipped on every replica; a replica that
 // crashes does not hand its run over, and its marker lapses up to an
 // eighth of the hold and 50 ms late, which skips the next run when the
 // replicas fire that close to the bound; and a Redis that cannot be
-// reached fails the attempt.
+// reached, or answers after the lock budget, fails the attempt.
 //
 // Shut the scheduler down before closing the lock.Client. Close releases
 // the markers the Client holds: a replica that fires for a run after

@@ -17,6 +17,7 @@ import (
 // It is safe for concurrent use.
 type Elector struct {
 	election *leader.Election
+	name     string
 
 	mu     sync.Mutex
 	cancel context.CancelFunc // ends the campaign; nil before Start and after Close
@@ -28,13 +29,18 @@ var _ gocron.Elector = (*Elector)(nil)
 
 // NewElector returns an Elector for the election called name on locker,
 // with the election's options (lease, back-off, logger). It does not
-// campaign until [Elector.Start]. It returns [leader.New]'s error.
+// campaign until [Elector.Start]. It returns an error matching
+// [lock.ErrInvalid] for a nil locker (or a nil pointer in it), or
+// [leader.New]'s error.
 func NewElector(locker lock.Locker, name string, opts ...leader.Option) (*Elector, error) {
+	if isNil(locker) {
+		return nil, fmt.Errorf("%w: gocronlock: nil locker", lock.ErrInvalid)
+	}
 	e, err := leader.New(locker, name, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Elector{election: e}, nil
+	return &Elector{election: e, name: name}, nil
 }
 
 // Start campaigns in the background until Close: while this replica
@@ -86,17 +92,35 @@ func (e *Elector) Close() error {
 // otherwise. It reads local state only: no Redis call. A run that starts
 // while this replica leads goes on if leadership is lost meanwhile,
 // unless its function, wrapped with [Elector.Func], heeds its context;
-// fence its writes with [Elector.Token].
+// fence its writes with [Elector.Token]. IsLeader, Token and Func agree:
+// they read the same term.
 func (e *Elector) IsLeader(context.Context) error {
-	if e.election.IsLeader() {
-		return nil
+	if e.lead() == nil {
+		return ErrNotLeader
 	}
-	return ErrNotLeader
+	return nil
 }
 
 // Token returns the fencing token of the current term, and whether this
 // replica leads (see [leader.Election.Token]).
-func (e *Elector) Token() (uint64, bool) { return e.election.Token() }
+func (e *Elector) Token() (uint64, bool) {
+	term := e.lead()
+	if term == nil {
+		return 0, false
+	}
+	return lock.FencingToken(term, leader.Key(e.name))
+}
+
+// lead returns the lead context of the current term while it lasts, nil
+// otherwise.
+func (e *Elector) lead() context.Context {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.term == nil || e.term.Err() != nil {
+		return nil
+	}
+	return e.term
+}
 
 // Func wraps a job function for gocron.NewTask: fn runs with a context
 // that ends when gocron's job context does or when this replica stops
@@ -105,10 +129,8 @@ func (e *Elector) Token() (uint64, bool) { return e.election.Token() }
 // function returns [ErrNotLeader] without running fn.
 func (e *Elector) Func(fn func(ctx context.Context) error) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		e.mu.Lock()
-		term := e.term
-		e.mu.Unlock()
-		if term == nil || term.Err() != nil {
+		term := e.lead()
+		if term == nil {
 			return ErrNotLeader
 		}
 		ctx, cancel := context.WithCancelCause(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,9 +38,10 @@ type inspector interface {
 
 // NewLocker returns a Locker that takes its locks with locker (one
 // [lock.Client] per process). It returns an error matching
-// [lock.ErrInvalid] for a nil locker or a bad option.
+// [lock.ErrInvalid] for a nil locker (or a nil pointer in it) or a bad
+// option.
 func NewLocker(locker lock.Locker, opts ...Option) (*Locker, error) {
-	if locker == nil {
+	if isNil(locker) {
 		return nil, fmt.Errorf("%w: gocronlock: nil locker", lock.ErrInvalid)
 	}
 	cfg := newConfig(opts)
@@ -47,6 +49,16 @@ func NewLocker(locker lock.Locker, opts ...Option) (*Locker, error) {
 		return nil, err
 	}
 	return &Locker{locker: locker, cfg: cfg, runs: make(map[context.Context]*run)}, nil
+}
+
+// isNil reports whether locker is nil or holds a nil pointer, such as a
+// nil *lock.Client, whose methods would panic in gocron's goroutines.
+func isNil(locker lock.Locker) bool {
+	if locker == nil {
+		return true
+	}
+	v := reflect.ValueOf(locker)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 func (l *Locker) runKey(job string) string  { return l.cfg.prefix + ":run:" + job }
@@ -68,11 +80,28 @@ func named(job string, opts ...lock.LockOption) []lock.LockOption {
 // [ErrHeld] when an earlier tick's run still holds the run lock,
 // [ErrTickDone] when another replica took the marker less than the
 // minimum hold ago (it holds or held the run lock for this tick), or the
-// error of a Redis call that failed; gocron then skips the run. Every
-// attempt is reported (see [Outcome]).
+// error of a Redis call that failed; gocron then skips the run. It
+// returns by ctx's deadline (plus 100 ms) and the lock budget
+// ([WithLockBudget]) from its call, with an error matching
+// [context.DeadlineExceeded] when they passed. Every attempt is reported
+// (see [Outcome]).
 func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
-	a := Attempt{Job: key, MinHold: l.minHold(key)}
+	start := time.Now()
+	a := Attempt{Job: key}
+	var err error
+	if a.MinHold, err = l.minHold(ctx, key); err != nil {
+		a.Outcome, a.Err = OutcomeFailed, err
+		l.report(a)
+		return nil, err
+	}
+	deadline, limited := ctx.Deadline()
+	if b := start.Add(l.cfg.budget); l.cfg.budget > 0 && (!limited || b.Before(deadline)) {
+		deadline, limited = b, true
+	}
 	var runOpts []lock.LockOption
+	if limited {
+		runOpts = append(runOpts, lock.WithMaxWait(max(time.Until(deadline), time.Nanosecond)))
+	}
 	if l.cfg.lease > 0 {
 		runOpts = append(runOpts, lock.WithLease(l.cfg.lease))
 	}
@@ -84,10 +113,16 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	// replicas that fire later for this tick that it was taken. It is
 	// taken only by a run lock's holder, so a held marker means the tick
 	// was run.
-	_, unlockMarker, err := l.locker.TryLock(context.WithoutCancel(ctx), l.tickKey(key),
-		named(key, lock.WithFixedLease(markerLease(a.MinHold)), lock.Integration{}.Internal())...)
+	unlockMarker, err := l.takeMarker(ctx, key, a.MinHold, deadline, limited)
 	if err != nil {
-		l.release(key, unlock)
+		if limited || ctx.Err() != nil {
+			// Redis may be stalled: release within the deadline's
+			// grace, or at once on Shutdown, rather than after a
+			// release timeout of its own.
+			go l.release(key, unlock)
+		} else {
+			l.release(key, unlock)
+		}
 		a.Outcome, a.Err = OutcomeFailed, err
 		if errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			a.Outcome, a.Err = OutcomeSkippedTickDone, ErrTickDone
@@ -106,15 +141,48 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	return r, nil
 }
 
+// takeMarker takes job key's tick marker for hold, by deadline when
+// limited. Holding it does not end with ctx (WithHoldUntilUnlock), nor
+// does taking it at once: a run that gocron stops as it takes the marker
+// still takes it, unless Redis keeps it waiting for stopGrace more (a
+// stalled Redis must not hold up Shutdown).
+func (l *Locker) takeMarker(ctx context.Context, key string, hold time.Duration, deadline time.Time, limited bool) (lock.UnlockFunc, error) {
+	opts := []lock.LockOption{lock.WithFixedLease(markerLease(hold)), lock.WithHoldUntilUnlock(), lock.Integration{}.Internal()}
+	if limited {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+		opts = append(opts, lock.WithMaxWait(left))
+	}
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(stopGrace, cancel) })
+	defer stop()
+	_, unlock, err := l.locker.TryLock(mctx, l.tickKey(key), named(key, opts...)...)
+	return unlock, err
+}
+
+// stopGrace is how long taking a marker goes on after gocron's job
+// context ended.
+const stopGrace = 100 * time.Millisecond
+
 // refused reports and returns the error of an attempt whose run lock was
 // not taken with err. A held run lock is this tick's when the marker is
-// held too (its holder took both), an earlier tick's otherwise.
+// held too (its holder took both, as Inspect reads, within the lock
+// budget if one is set), an earlier tick's otherwise.
 func (l *Locker) refused(ctx context.Context, a Attempt, err error) error {
 	a.Outcome, a.Err = OutcomeFailed, err
-	if errors.Is(err, lock.ErrNotObtained) && ctx.Err() == nil {
+	if errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		a.Outcome, a.Err = OutcomeSkippedHeld, ErrHeld
 		if in, ok := l.locker.(inspector); ok {
-			if info, ierr := in.Inspect(ctx, l.tickKey(a.Job)); ierr == nil && info.Held {
+			ictx, cancel := ctx, context.CancelFunc(func() {})
+			if l.cfg.budget > 0 {
+				ictx, cancel = context.WithTimeout(ctx, l.cfg.budget)
+			}
+			info, ierr := in.Inspect(ictx, l.tickKey(a.Job))
+			cancel()
+			if ierr == nil && info.Held {
 				a.Outcome, a.Err = OutcomeSkippedTickDone, ErrTickDone
 			}
 		}

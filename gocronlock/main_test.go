@@ -20,6 +20,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if runChild() {
+		return
+	}
 	redistest.QuietLogs()
 	goleak.VerifyTestMain(m)
 }

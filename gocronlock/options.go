@@ -14,6 +14,10 @@ import (
 // does not know (see [Locker.DeriveHolds]) when [WithMinHold] is not set.
 const DefaultMinHold = 500 * time.Millisecond
 
+// MaxMinHold is the longest minimum hold [WithMinHold] accepts: a
+// marker's lease, an eighth and 50 ms longer, must fit a time.Duration.
+const MaxMinHold = 200 * 365 * 24 * time.Hour
+
 // DefaultKeyPrefix is the default of [WithKeyPrefix].
 const DefaultKeyPrefix = "gocronlock"
 
@@ -22,6 +26,7 @@ type Option func(*config)
 
 type config struct {
 	lease     time.Duration // run lock's watchdog lease; 0: the Locker's default
+	budget    time.Duration // WithLockBudget; 0: none
 	minHold   time.Duration // 0: derived or DefaultMinHold
 	prefix    string
 	onAttempt func(Attempt)
@@ -49,14 +54,41 @@ func WithLease(d time.Duration) Option {
 // tick (clock skew plus firing delays) and stay below the job's interval
 // less that. Default: half the job's shortest interval when the Locker
 // knows the scheduler ([Locker.DeriveHolds]), else [DefaultMinHold]. At
-// least [lock.MinLease].
+// least [lock.MinLease], at most [MaxMinHold].
 func WithMinHold(d time.Duration) Option {
 	return func(c *config) {
-		if d < lock.MinLease {
+		switch {
+		case d < lock.MinLease:
 			c.bad = append(c.bad, fmt.Errorf("%w: gocronlock: minimum hold %v below %v", lock.ErrInvalid, d, lock.MinLease))
+			return
+		case d > MaxMinHold:
+			c.bad = append(c.bad, fmt.Errorf("%w: gocronlock: minimum hold %v above %v", lock.ErrInvalid, d, MaxMinHold))
 			return
 		}
 		c.minHold = d
+	}
+}
+
+// WithLockBudget bounds how long Lock may take to take both locks,
+// from gocron's call: later, it fails the attempt with an error matching
+// [context.DeadlineExceeded] ([OutcomeFailed]), releasing what it took.
+// A replica's marker then reaches Redis less than d after it fired,
+// however long Redis stalls, and the guarantee holds when the replicas
+// fire for one run less than the minimum hold less d apart (and for
+// successive runs more than the minimum hold plus d apart), with no
+// allowance for Redis round trips. A quarter of the shortest minimum
+// hold suits a Redis that answers within milliseconds: a slower answer
+// fails the attempt (a missed run). It must be positive. Default: none;
+// a Redis round trip then counts towards how far apart the replicas
+// fire, and a Redis that stalls for longer than the minimum hold while
+// a replica fires can let that replica run a tick another one ran.
+func WithLockBudget(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.bad = append(c.bad, fmt.Errorf("%w: gocronlock: lock budget %v not positive", lock.ErrInvalid, d))
+			return
+		}
+		c.budget = d
 	}
 }
 

@@ -7,7 +7,12 @@ type Outcome int
 
 // Outcomes of a run attempt, with the level they are logged at.
 const (
-	// OutcomeRan: this replica ran the job to its end (Info).
+	// OutcomeRan: this replica took the run and gocron unlocked it, with
+	// the run lock kept and no error from the job through [Locker.Func]
+	// (Info). gocron also unlocks, without calling the job, when a
+	// BeforeJobRunsSkipIfBeforeFuncErrors listener fails: that attempt
+	// is reported ran too, and its marker skips the run on the other
+	// replicas.
 	OutcomeRan Outcome = iota + 1
 	// OutcomeSkippedHeld: a run of an earlier tick still held the job;
 	// Lock returned [ErrHeld] (Warn).
@@ -16,10 +21,12 @@ const (
 	// returned [ErrTickDone] (Debug: the usual outcome on all replicas
 	// but one).
 	OutcomeSkippedTickDone
-	// OutcomeFailed: a Redis call of Lock failed (Lock returned its
-	// error, and the tick may have run nowhere), or the job, run through
-	// [Locker.Func] or [Locker.Task], returned an error. [Attempt.Err]
-	// tells which (Error).
+	// OutcomeFailed: a Redis call of Lock failed or outlasted the lock
+	// budget ([WithLockBudget]) or ctx's deadline, or gocron's job
+	// context ended during Lock (Lock returned the error, and the tick
+	// may have run nowhere), or the job, run through [Locker.Func] or
+	// [Locker.Task], returned an error. [Attempt.Err] tells which
+	// (Error).
 	OutcomeFailed
 	// OutcomeLost: the run lock was lost while the job ran (its lease
 	// ended in Redis, or the lock Client was closed): the run's context,
