@@ -115,7 +115,7 @@
 //
 // Every attempt ends with an [Outcome]: ran, skipped-held,
 // skipped-tick-done, failed (a Redis error, or the job's error through
-// Func), lost. It is logged ([WithLogger]: a *slog.Logger or a
+// Func), lost, stopped (gocron ended the job's context during Lock). It is logged ([WithLogger]: a *slog.Logger or a
 // gocron.Logger) and handed to [WithOnAttempt]. Lock returns [ErrHeld],
 // [ErrTickDone] or the Redis error, which gocron hands to the job's
 // AfterLockError listener: tell them apart with [errors.Is].

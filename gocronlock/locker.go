@@ -90,7 +90,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	a := Attempt{Job: key}
 	var err error
 	if a.MinHold, err = l.minHold(ctx, key); err != nil {
-		a.Outcome, a.Err = OutcomeFailed, err
+		a.Outcome, a.Err = failure(ctx), err
 		l.report(a)
 		return nil, err
 	}
@@ -123,7 +123,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 		} else {
 			l.release(key, unlock)
 		}
-		a.Outcome, a.Err = OutcomeFailed, err
+		a.Outcome, a.Err = failure(ctx), err
 		if errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			a.Outcome, a.Err = OutcomeSkippedTickDone, ErrTickDone
 		}
@@ -172,7 +172,7 @@ const stopGrace = 100 * time.Millisecond
 // held too (its holder took both, as Inspect reads, within the lock
 // budget if one is set), an earlier tick's otherwise.
 func (l *Locker) refused(ctx context.Context, a Attempt, err error) error {
-	a.Outcome, a.Err = OutcomeFailed, err
+	a.Outcome, a.Err = failure(ctx), err
 	if errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		a.Outcome, a.Err = OutcomeSkippedHeld, ErrHeld
 		if in, ok := l.locker.(inspector); ok {
@@ -189,6 +189,15 @@ func (l *Locker) refused(ctx context.Context, a Attempt, err error) error {
 	}
 	l.report(a)
 	return a.Err
+}
+
+// failure is the outcome of an attempt that Lock could not complete:
+// stopped when gocron ended the job's context, failed otherwise.
+func failure(ctx context.Context) Outcome {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return OutcomeStopped
+	}
+	return OutcomeFailed
 }
 
 // release releases a lock this Locker took, logging a failure other than

@@ -22,11 +22,10 @@ const (
 	// but one).
 	OutcomeSkippedTickDone
 	// OutcomeFailed: a Redis call of Lock failed or outlasted the lock
-	// budget ([WithLockBudget]) or ctx's deadline, or gocron's job
-	// context ended during Lock (Lock returned the error, and the tick
-	// may have run nowhere), or the job, run through [Locker.Func] or
-	// [Locker.Task], returned an error. [Attempt.Err] tells which
-	// (Error).
+	// budget ([WithLockBudget]) or ctx's deadline (Lock returned the
+	// error, and the tick may have run nowhere), or the job, run through
+	// [Locker.Func] or [Locker.Task], returned an error. [Attempt.Err]
+	// tells which (Error).
 	OutcomeFailed
 	// OutcomeLost: the run lock was lost while the job ran (its lease
 	// ended in Redis, or the lock Client was closed): the run's context,
@@ -34,9 +33,13 @@ const (
 	// [lock.ErrClosed], and another replica may have run the job at the
 	// same time (Error).
 	OutcomeLost
+	// OutcomeStopped: gocron's job context ended while Lock ran (the
+	// scheduler shut down, or the job was removed or updated); Lock
+	// returned the context's error and nothing ran (Info).
+	OutcomeStopped
 )
 
-var outcomeNames = [...]string{"", "ran", "skipped-held", "skipped-tick-done", "failed", "lost"}
+var outcomeNames = [...]string{"", "ran", "skipped-held", "skipped-tick-done", "failed", "lost", "stopped"}
 
 // String returns the outcome's name, e.g. "skipped-tick-done".
 func (o Outcome) String() string {
@@ -70,7 +73,7 @@ func (l *Locker) report(a Attempt) {
 	}
 	const msg = "gocronlock: run attempt"
 	switch a.Outcome {
-	case OutcomeRan:
+	case OutcomeRan, OutcomeStopped:
 		l.cfg.logger.Info(msg, args...)
 	case OutcomeSkippedTickDone:
 		l.cfg.logger.Debug(msg, args...)
