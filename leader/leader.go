@@ -30,10 +30,10 @@ type Election struct {
 }
 
 // New returns an Election for name (not empty) on locker. It returns an
-// error matching [lock.ErrInvalid] for a nil locker, an empty name or a
-// bad option.
+// error matching [lock.ErrInvalid] for a nil locker (a nil *lock.Client
+// too), an empty name or a bad or nil option.
 func New(locker lock.Locker, name string, opts ...Option) (*Election, error) {
-	if locker == nil {
+	if isNil(locker) {
 		return nil, fmt.Errorf("%w: leader: nil locker", lock.ErrInvalid)
 	}
 	if name == "" {
@@ -41,12 +41,28 @@ func New(locker lock.Locker, name string, opts ...Option) (*Election, error) {
 	}
 	cfg := config{backoff: defaultBackoff, maxBackoff: defaultMaxBackoff, logger: slog.Default()}
 	for _, o := range opts {
+		if o == nil {
+			cfg.bad = append(cfg.bad, fmt.Errorf("%w: leader: nil option", lock.ErrInvalid))
+			continue
+		}
 		o(&cfg)
 	}
 	if err := errors.Join(cfg.bad...); err != nil {
 		return nil, err
 	}
 	return &Election{locker: locker, name: name, cfg: cfg, pause: sleep}, nil
+}
+
+// isNil reports whether v, a Locker or an Inspector, is nil or a nil
+// *lock.Client.
+func isNil(v any) bool {
+	switch c := v.(type) {
+	case nil:
+		return true
+	case *lock.Client:
+		return c == nil
+	}
+	return false
 }
 
 // Run campaigns for name until ctx ends: New(locker, name, opts...), then
