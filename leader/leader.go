@@ -96,10 +96,14 @@ func Run(ctx context.Context, locker lock.Locker, name string, lead func(ctx con
 // without a deadline, when Redis does not answer (the lease then lapses
 // by itself). A campaign under way when ctx ends returns within 50 ms. Two
 // Runs of one Election at once are refused with an error matching
-// [lock.ErrInvalid].
+// [lock.ErrInvalid], and so is a Run whose ctx is (or derives from) a
+// live lead context of the same election name.
 func (e *Election) Run(ctx context.Context, lead func(ctx context.Context) error) error {
 	if lead == nil {
 		return fmt.Errorf("%w: leader: nil lead function", lock.ErrInvalid)
+	}
+	if lock.Held(ctx, Key(e.name)) { // the lock's re-entry would elect it beside the leader
+		return fmt.Errorf("%w: leader: Run of election %q within a term of its own", lock.ErrInvalid, e.name)
 	}
 	e.mu.Lock()
 	busy := e.running
