@@ -127,7 +127,8 @@ func (f *fleet) process(tm led) *os.Process { return f.cmds[tm.id].Process }
 // at overlapping times; tokens rise with each term; the frozen leader's
 // context was over when it ran again and its late write was refused by
 // the fence; each failover within the lease + 1 s, the graceful one
-// within a few hundred ms.
+// within a few hundred ms; Observe, reading every 20 ms from the test's
+// process, reported every term with its replica's label and pid.
 func TestFaultsNeverTwoLeaders(t *testing.T) {
 	locktest.Timed(t)
 	r, _ := newRedis(t)
@@ -136,6 +137,9 @@ func TestFaultsNeverTwoLeaders(t *testing.T) {
 		file := filepath.Join(f.dir, fmt.Sprintf("c%d.log", i))
 		f.cmds = append(f.cmds, locktest.StartChild(t, childVar(r.Addr, i, faultLease, file), "ready"))
 	}
+	octx, stopObserving := context.WithCancel(context.Background())
+	defer stopObserving()
+	observed := observeAll(octx, f.c, "fault")
 	first := f.next(0, locktest.Bound(5*time.Second))
 	if info, err := leader.Current(context.Background(), f.c, "fault"); err != nil || info.Token != first.token ||
 		info.Leader.Label != fmt.Sprintf("c%d", first.id) || info.Leader.PID != f.process(first).Pid {
@@ -199,6 +203,12 @@ func TestFaultsNeverTwoLeaders(t *testing.T) {
 	if took := sixth.start.Sub(term); took > resignBound {
 		t.Errorf("new leader %v after the leader stopped gracefully, want within %v (lease %v)", took, resignBound, faultLease)
 	}
+	locktest.Eventually(t, locktest.Bound(time.Second), "Observe saw the last term", func() bool {
+		_, ok := observed.get()[sixth.token]
+		return ok
+	})
+	stopObserving()
+	f.checkObserved(observed.wait(), sixth.token)
 	killedID := second.id
 	for i, cmd := range f.cmds {
 		if i != killedID {
