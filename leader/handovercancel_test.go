@@ -57,8 +57,13 @@ func TestCancelWhileTheLockIsHandedOverLeavesNoGap(t *testing.T) {
 		}
 		second()
 		cancelled := time.Now()
-		if err := <-ran[1]; err != context.Canceled {
-			t.Errorf("round %d: the cancelled waiter's Run: %v", round, err)
+		select {
+		case err := <-ran[1]:
+			if err != context.Canceled {
+				t.Errorf("round %d: the cancelled waiter's Run: %v", round, err)
+			}
+		case <-time.After(locktest.Bound(2 * time.Second)):
+			t.Fatalf("round %d: the cancelled waiter's Run goes on %v after its context ended", round, locktest.Bound(2*time.Second))
 		}
 		if took := time.Since(cancelled); took > locktest.Bound(200*time.Millisecond) {
 			t.Errorf("round %d: the cancelled waiter's Run returned %v after its context ended", round, took)
@@ -74,8 +79,13 @@ func TestCancelWhileTheLockIsHandedOverLeavesNoGap(t *testing.T) {
 		}
 		stopC()
 		for _, i := range []int{0, 2} {
-			if err := <-ran[i]; err != context.Canceled {
-				t.Errorf("round %d: replica %d's Run: %v", round, i, err)
+			select {
+			case err := <-ran[i]:
+				if err != context.Canceled {
+					t.Errorf("round %d: replica %d's Run: %v", round, i, err)
+				}
+			case <-time.After(locktest.Bound(2 * time.Second)):
+				t.Fatalf("round %d: replica %d's Run goes on %v after its context ended", round, i, locktest.Bound(2*time.Second))
 			}
 		}
 		terms, most := tr.snapshot()

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/leader"
 )
 
@@ -51,18 +52,31 @@ func (o *observations) wait() map[uint64]leader.Info {
 	return o.get()
 }
 
-// checkObserved fails the test unless every term that led, up to token
-// last, was observed with its replica's label and pid.
-func (f *fleet) checkObserved(seen map[uint64]leader.Info, last uint64) {
-	terms, _ := f.led()
-	for tok, tm := range terms {
-		if tok > last {
-			continue
-		}
-		info, ok := seen[tok]
-		if want := fmt.Sprintf("c%d", tm.id); !ok || info.Leader.Label != want || info.Leader.PID != f.cmds[tm.id].Process.Pid {
-			f.t.Errorf("term %d of c%d (pid %d): observed %v %+v", tok, tm.id, f.cmds[tm.id].Process.Pid, ok, info)
-		}
+// sawTerm waits, up to 1 s (scaled), for o to have seen term tm, and
+// fails the test unless it did with tm's replica's label and pid.
+func (f *fleet) sawTerm(o *observations, tm led) {
+	f.t.Helper()
+	var info leader.Info
+	ok := locktest.ClosedWithin(waitFor(func() bool {
+		info, _ = o.get()[tm.token]
+		return info.Led
+	}), locktest.Bound(time.Second))
+	if want := fmt.Sprintf("c%d", tm.id); !ok || info.Leader.Label != want || info.Leader.PID != f.cmds[tm.id].Process.Pid {
+		f.t.Errorf("term %d of c%d (pid %d): observed %v %+v", tm.token, tm.id, f.cmds[tm.id].Process.Pid, ok, info)
 	}
-	f.t.Logf("%d terms observed", len(seen))
+}
+
+// waitFor returns a channel closed when cond holds, polled every 5 ms;
+// it stops polling after 10 s.
+func waitFor(cond func() bool) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if cond() {
+				close(ch)
+				return
+			}
+		}
+	}()
+	return ch
 }

@@ -99,8 +99,13 @@ func TestPartitionedLeaderIsToldBeforeTheNextLeads(t *testing.T) {
 	stops[1]()
 	stops[2]()
 	for i := 1; i < len(es); i++ {
-		if err := <-rets[i]; err != context.Canceled {
-			t.Errorf("replica %d's Run: %v", i, err)
+		select {
+		case err := <-rets[i]:
+			if err != context.Canceled {
+				t.Errorf("replica %d's Run: %v", i, err)
+			}
+		case <-time.After(locktest.Bound(2 * time.Second)):
+			t.Fatalf("replica %d's Run goes on %v after its context ended", i, locktest.Bound(2*time.Second))
 		}
 	}
 	s.check(t)
