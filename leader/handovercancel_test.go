@@ -27,6 +27,7 @@ func TestCancelWhileTheLockIsHandedOverLeavesNoGap(t *testing.T) {
 		actx, stopA := context.WithCancel(context.Background())
 		bctx, stopB := context.WithCancel(context.Background())
 		cctx, stopC := context.WithCancel(context.Background())
+		t.Cleanup(func() { stopA(); stopB(); stopC() }) // before the Clients close, should a round fail
 		ran := make([]chan error, 3)
 		run := func(i int, ctx context.Context, until func(context.Context) error) {
 			ran[i] = make(chan error, 1)
@@ -38,7 +39,14 @@ func TestCancelWhileTheLockIsHandedOverLeavesNoGap(t *testing.T) {
 				return err == nil && len(info.Waiters) == n
 			})
 		}
-		run(0, actx, func(context.Context) error { <-resign; stopA(); return nil })
+		run(0, actx, func(lctx context.Context) error {
+			select {
+			case <-resign:
+			case <-lctx.Done():
+			}
+			stopA()
+			return nil
+		})
 		if who := tr.next(t, locktest.Bound(2*time.Second)); who != 0 {
 			t.Fatalf("round %d: replica %d led first", round, who)
 		}
