@@ -2,11 +2,15 @@ package leader_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/leader"
+	"github.com/lockkit/lockkit/lock"
 )
 
 // TestRunReturnsByDeadlineWithRedisStalled: with Redis SIGSTOPped, Run
@@ -87,5 +91,76 @@ func TestRunReturnsAfterCancelWithRedisStalled(t *testing.T) {
 		t.Logf("Run returned %v after its context was cancelled", time.Since(start))
 	case <-time.After(limit):
 		t.Fatalf("Run goes on %v after its context was cancelled with Redis stalled", limit)
+	}
+}
+
+// TestRunReturnsByDeadlineOnAHalfOpenConnection: a leader whose
+// connections go half-open (nothing forwarded, nothing closed: only a
+// timeout tells it) returns its context's error within the deadline +
+// 100 ms, whether the deadline comes while it leads (lease 10 s) or after
+// it lost its term (lease 1 s), as does a replica that campaigns on the
+// half-open connections.
+func TestRunReturnsByDeadlineOnAHalfOpenConnection(t *testing.T) {
+	locktest.Timed(t)
+	for _, tc := range []struct {
+		name  string
+		lease time.Duration
+		lost  bool // the leader lost its term before the deadline
+	}{
+		{"leading", 10 * time.Second, false},
+		{"lost", time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := newRedis(t)
+			proxy := locktest.StartProxy(t, r.Addr)
+			rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+			cs := []*lock.Client{locktest.NewClient(t, rdb), locktest.NewClient(t, rdb)}
+			deadline := time.Now().Add(locktest.Bound(500 * time.Millisecond))
+			if tc.lost {
+				deadline = deadline.Add(2 * tc.lease)
+			}
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			defer cancel()
+			tr := newTracker()
+			type ret struct {
+				err error
+				at  time.Time
+			}
+			rets := make(chan ret, 2)
+			run := func(i int) {
+				go func() {
+					err := leader.Run(ctx, cs[i], "halfopen", tr.lead(t, i, "halfopen", nil), leader.WithLease(tc.lease))
+					rets <- ret{err, time.Now()}
+				}()
+			}
+			run(0)
+			tr.next(t, time.Until(deadline))
+			proxy.Freeze()
+			defer proxy.Thaw(0)
+			if time.Now().After(deadline) {
+				t.Fatal("cut after the deadline: the machine is too slow for this test")
+			}
+			run(1)
+			slack := locktest.Bound(100 * time.Millisecond)
+			for range 2 {
+				select {
+				case rt := <-rets:
+					if rt.err != context.DeadlineExceeded {
+						t.Errorf("Run: %v, want context.DeadlineExceeded", rt.err)
+					}
+					if late := rt.at.Sub(deadline); late > slack {
+						t.Errorf("Run returned %v after its deadline, want within %v", late, slack)
+					} else {
+						t.Logf("Run returned %v after its deadline", late)
+					}
+				case <-time.After(time.Until(deadline) + 2*time.Second):
+					t.Fatalf("Run goes on 2 s after its deadline on a half-open connection")
+				}
+			}
+			terms, _ := tr.snapshot()
+			if lost := errors.Is(terms[0].cause, lock.ErrLost) && terms[0].end.Before(deadline); lost != tc.lost {
+				t.Errorf("the leader's term ended with %v at %v before the deadline, want lost before it: %v", terms[0].cause, deadline.Sub(terms[0].end), tc.lost)
+			}
+		})
 	}
 }

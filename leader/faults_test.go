@@ -127,7 +127,9 @@ func (f *fleet) process(tm led) *os.Process { return f.cmds[tm.id].Process }
 // at overlapping times; tokens rise with each term; the frozen leader's
 // context was over when it ran again and its late write was refused by
 // the fence; each failover within the lease + 1 s, the graceful one
-// within a few hundred ms.
+// within a few hundred ms; Observe, reading every 20 ms from the test's
+// process, reported each term Redis answered during (all but the one
+// the stalls take up) with its replica's label and pid.
 func TestFaultsNeverTwoLeaders(t *testing.T) {
 	locktest.Timed(t)
 	r, _ := newRedis(t)
@@ -136,12 +138,16 @@ func TestFaultsNeverTwoLeaders(t *testing.T) {
 		file := filepath.Join(f.dir, fmt.Sprintf("c%d.log", i))
 		f.cmds = append(f.cmds, locktest.StartChild(t, childVar(r.Addr, i, faultLease, file), "ready"))
 	}
+	octx, stopObserving := context.WithCancel(context.Background())
+	defer stopObserving()
+	observed := observeAll(octx, f.c, "fault")
 	first := f.next(0, locktest.Bound(5*time.Second))
 	if info, err := leader.Current(context.Background(), f.c, "fault"); err != nil || info.Token != first.token ||
 		info.Leader.Label != fmt.Sprintf("c%d", first.id) || info.Leader.PID != f.process(first).Pid {
 		t.Fatalf("Current: %+v, %v; want c%d (pid %d) with token %d", info, err, first.id, f.process(first).Pid, first.token)
 	}
 
+	f.sawTerm(observed, first)
 	// 1. The leader frozen past its lease: another leads within it + 1 s.
 	stopped := time.Now()
 	_ = f.process(first).Signal(syscall.SIGSTOP)
@@ -150,6 +156,7 @@ func TestFaultsNeverTwoLeaders(t *testing.T) {
 	if took := second.start.Sub(stopped); took > failoverBound {
 		t.Errorf("new leader %v after the leader froze, want within %v", took, failoverBound)
 	}
+	f.sawTerm(observed, second)
 	time.Sleep(time.Until(stopped.Add(faultLease + time.Second)))
 	_ = f.process(first).Signal(syscall.SIGCONT)
 	locktest.Eventually(t, locktest.Bound(2*time.Second), "the frozen replica's late write", func() bool {
@@ -165,6 +172,7 @@ func TestFaultsNeverTwoLeaders(t *testing.T) {
 		t.Errorf("new leader %v after the leader was killed, want within %v", took, failoverBound)
 	}
 
+	f.sawTerm(observed, third)
 	// 3. Redis stalled for 1.5 s: the leader may keep its term, or lose
 	// it (then another leads).
 	r.Pause()
@@ -191,6 +199,7 @@ func TestFaultsNeverTwoLeaders(t *testing.T) {
 		t.Errorf("c%d's term through a stall past its lease ended %+v, want with cause lock.ErrLost", fourth.id, ends)
 	}
 
+	f.sawTerm(observed, fifth)
 	// 5. The leader stopped gracefully: the next leads at once.
 	term := time.Now()
 	_ = f.process(fifth).Signal(syscall.SIGTERM)
@@ -199,6 +208,9 @@ func TestFaultsNeverTwoLeaders(t *testing.T) {
 	if took := sixth.start.Sub(term); took > resignBound {
 		t.Errorf("new leader %v after the leader stopped gracefully, want within %v (lease %v)", took, resignBound, faultLease)
 	}
+	f.sawTerm(observed, sixth)
+	stopObserving()
+	observed.wait()
 	killedID := second.id
 	for i, cmd := range f.cmds {
 		if i != killedID {

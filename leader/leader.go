@@ -30,10 +30,10 @@ type Election struct {
 }
 
 // New returns an Election for name (not empty) on locker. It returns an
-// error matching [lock.ErrInvalid] for a nil locker, an empty name or a
-// bad option.
+// error matching [lock.ErrInvalid] for a nil locker (a nil *lock.Client
+// too), an empty name or a bad or nil option.
 func New(locker lock.Locker, name string, opts ...Option) (*Election, error) {
-	if locker == nil {
+	if isNil(locker) {
 		return nil, fmt.Errorf("%w: leader: nil locker", lock.ErrInvalid)
 	}
 	if name == "" {
@@ -41,12 +41,28 @@ func New(locker lock.Locker, name string, opts ...Option) (*Election, error) {
 	}
 	cfg := config{backoff: defaultBackoff, maxBackoff: defaultMaxBackoff, logger: slog.Default()}
 	for _, o := range opts {
+		if o == nil {
+			cfg.bad = append(cfg.bad, fmt.Errorf("%w: leader: nil option", lock.ErrInvalid))
+			continue
+		}
 		o(&cfg)
 	}
 	if err := errors.Join(cfg.bad...); err != nil {
 		return nil, err
 	}
 	return &Election{locker: locker, name: name, cfg: cfg, pause: sleep}, nil
+}
+
+// isNil reports whether v, a Locker or an Inspector, is nil or a nil
+// *lock.Client.
+func isNil(v any) bool {
+	switch c := v.(type) {
+	case nil:
+		return true
+	case *lock.Client:
+		return c == nil
+	}
+	return false
 }
 
 // Run campaigns for name until ctx ends: New(locker, name, opts...), then
@@ -80,10 +96,14 @@ func Run(ctx context.Context, locker lock.Locker, name string, lead func(ctx con
 // without a deadline, when Redis does not answer (the lease then lapses
 // by itself). A campaign under way when ctx ends returns within 50 ms. Two
 // Runs of one Election at once are refused with an error matching
-// [lock.ErrInvalid].
+// [lock.ErrInvalid], and so is a Run whose ctx is (or derives from) a
+// live lead context of the same election name.
 func (e *Election) Run(ctx context.Context, lead func(ctx context.Context) error) error {
 	if lead == nil {
 		return fmt.Errorf("%w: leader: nil lead function", lock.ErrInvalid)
+	}
+	if lock.Held(ctx, Key(e.name)) { // the lock's re-entry would elect it beside the leader
+		return fmt.Errorf("%w: leader: Run of election %q within a term of its own", lock.ErrInvalid, e.name)
 	}
 	e.mu.Lock()
 	busy := e.running

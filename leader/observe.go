@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/lockkit/lockkit/lock"
@@ -36,8 +37,15 @@ func (i Info) same(j Info) bool {
 }
 
 // Current returns who leads election name now, in one Redis call. Its
-// error is the Inspector's.
+// error is the Inspector's, or one matching [lock.ErrInvalid] for a nil
+// Inspector (a nil *lock.Client too) or an empty name.
 func Current(ctx context.Context, in Inspector, name string) (Info, error) {
+	if isNil(in) {
+		return Info{}, fmt.Errorf("%w: leader: nil inspector", lock.ErrInvalid)
+	}
+	if name == "" {
+		return Info{}, fmt.Errorf("%w: leader: empty election name", lock.ErrInvalid)
+	}
 	li, err := in.Inspect(ctx, Key(name))
 	if err != nil {
 		return Info{}, err
@@ -51,12 +59,14 @@ func Current(ctx context.Context, in Inspector, name string) (Info, error) {
 // DefaultObserveEvery is how often [Observe] reads who leads.
 const DefaultObserveEvery = time.Second
 
-// Observe reads who leads election name every interval (0:
+// Observe reads who leads election name every interval (0 or less:
 // [DefaultObserveEvery]) until ctx ends, and sends the first answer and
 // then every change of term (another leader, another token, or none) on
 // the channel it returns, which it closes when ctx ends, or when a
 // reading fails with an error matching [lock.ErrClosed] (the Client was
-// closed) or [lock.ErrInvalid]: no later reading could succeed. A
+// closed) or [lock.ErrInvalid] (a nil Inspector or an empty name, see
+// [Current]): no later reading could succeed, and for bad arguments the
+// channel closes without a value. A
 // reading may take up to interval or 1 s, whichever is longer, and a slow
 // one delays the next; one that fails (Redis unreachable, or slower than
 // that) is skipped: the last value sent stands. A receiver that falls

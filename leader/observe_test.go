@@ -82,6 +82,15 @@ func TestObserveSendsEachTermAndClosesAtContextEnd(t *testing.T) {
 	if got := observed(t, ch, locktest.Bound(time.Second), func(g []leader.Info) bool { return len(g) == 1 }); got[0].Led {
 		t.Fatalf("first reading: %+v, want no leader", got[0])
 	}
+	// A receiver that falls behind gets the latest term only: this one
+	// keeps up, while the test waits for the terms to start.
+	kept := make(chan leader.Info, 64)
+	go func() {
+		defer close(kept)
+		for info := range ch {
+			kept <- info
+		}
+	}()
 	// Two terms: r0 leads for 300 ms and returns, then r1 does until the end.
 	ctx, cancel := context.WithCancel(context.Background())
 	tokens := make(chan uint64, 2)
@@ -101,7 +110,7 @@ func TestObserveSendsEachTermAndClosesAtContextEnd(t *testing.T) {
 	first := <-tokens
 	ran1 := runAll(t, ctx, []lock.Locker{cs[1]}, "obs", func(int) func(context.Context) error { return lead(1) })
 	second := <-tokens
-	got := observed(t, ch, locktest.Bound(2*time.Second), func(g []leader.Info) bool {
+	got := observed(t, kept, locktest.Bound(2*time.Second), func(g []leader.Info) bool {
 		return len(g) > 0 && g[len(g)-1].Token == second
 	})
 	var seen []uint64
@@ -125,7 +134,7 @@ func TestObserveSendsEachTermAndClosesAtContextEnd(t *testing.T) {
 	stop()
 	closed := make(chan struct{})
 	go func() {
-		for range ch {
+		for range kept {
 		}
 		close(closed)
 	}()
