@@ -92,9 +92,8 @@ func Run(ctx context.Context, locker lock.Locker, name string, lead func(ctx con
 //
 // Run does not return while lead runs: after ctx ends it waits for lead
 // to return, then for Redis to confirm the resignation, which the lock's
-// unlock bounds: until ctx's deadline + 50 ms, or 1 s after a cancellation
-// without a deadline, when Redis does not answer (the lease then lapses
-// by itself). A campaign under way when ctx ends returns within 50 ms. Two
+// unlock bounds: until ctx's deadline + 50 ms or for 1 s, whichever ends
+// first, when Redis does not answer (the lease then lapses by itself). A campaign under way when ctx ends returns within 50 ms. Two
 // Runs of one Election at once are refused with an error matching
 // [lock.ErrInvalid], and so is a Run whose ctx is (or derives from) a
 // live lead context of the same election name.

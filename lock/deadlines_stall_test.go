@@ -215,3 +215,23 @@ func TestConcurrentUnlocksEachWithinOneSecond(t *testing.T) {
 		t.Errorf("unlocks took %v (inner) and %v (outer) on a stalled Redis, want each within 1 s", ti, took)
 	}
 }
+
+// TestUnlockWithAFarDeadlineWithinOneSecond: an unlock whose level's
+// context has a deadline far off (an hour) returns within the release's
+// own 1 s limit on a stalled Redis, as one without a deadline does; the
+// release goes on in the background.
+func TestUnlockWithAFarDeadlineWithinOneSecond(t *testing.T) {
+	t.Parallel() // long and independent: its own servers
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	var unlock lock.UnlockFunc
+	stalled(t, func(c *lock.Client, _ *redis.Client) {
+		_, unlock = locktest.MustLock(t, c, ctx, "far")
+	})
+	var err error
+	took := timed(func() { err = unlock() })
+	t.Logf("stalled Redis, a deadline an hour off: unlock %v (%v)", took, err)
+	if took > time.Second+locktest.Bound(slack) {
+		t.Errorf("unlock took %v on a stalled Redis with a deadline an hour off, want within 1 s", took)
+	}
+}

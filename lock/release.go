@@ -111,12 +111,14 @@ func (h *hold) releaseVotes(ctx context.Context, n int) votes {
 
 // unlockContext is the context of an unlock's Redis calls: without the
 // cancellation of ctx, the level's context, so that a cancelled request
-// still releases, and until ctx's deadline (at least unlockGrace from now)
-// or, without one, releaseTimeout.
+// still releases, and until the earlier of ctx's deadline (at least
+// unlockGrace from now) and releaseTimeout from now: a far deadline does
+// not keep an unlock waiting on a stalled Redis for longer than one
+// without a deadline would.
 func unlockContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	deadline := time.Now().Add(releaseTimeout)
 	if d, ok := ctx.Deadline(); ok {
-		deadline = maxTime(d, time.Now()).Add(unlockGrace)
+		deadline = minTime(deadline, maxTime(d, time.Now()).Add(unlockGrace))
 	}
 	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
@@ -182,6 +184,13 @@ func (l *level) abandon(ctx context.Context) error {
 		l.cancel(errUnlocked)
 	}
 	return err
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func maxTime(a, b time.Time) time.Time {
