@@ -307,10 +307,12 @@ func runDaily(t *testing.T, guarded bool, days int) (tally, *recorder) {
 		locktest.Eventually(t, 5*time.Second, "marker gone", func() bool { return !r.Exists(marker) })
 	}
 	var ticks []time.Time
+	mu.Lock() // a run may still be under way
 	for d, n := range perDay {
 		for range n {
 			ticks = append(ticks, start.Add(time.Duration(d)*24*time.Hour))
 		}
 	}
+	mu.Unlock()
 	return count(ticks, 24*time.Hour), rec
 }

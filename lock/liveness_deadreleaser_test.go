@@ -270,11 +270,13 @@ func TestReleasersCloseRightAfterUnlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.handed = time.Now()
-		if err := r.holder.Close(); err != nil {
-			t.Fatal(err)
-		}
+		// Checked before Close, well within the dead waiter's 1 s claim
+		// window, after which its watchers pass the key on.
 		if o := ownerIn(t, rdb, r.key); o != "dead:1" {
 			t.Fatalf("%s: the release did not hand the key to the dead waiter (owner %q)", r.key, o)
+		}
+		if err := r.holder.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 	// Each key is handed over as its holder unlocks: its waiter's bound
