@@ -252,7 +252,10 @@ func TestRedisStallDuringHandOff(t *testing.T) {
 			hook := &onHandOff{}
 			hrdb.AddHook(hook)
 			holder := locktest.NewClient(t, hrdb)
-			waiter := locktest.NewClient(t, srv.Client(t))
+			wrdb := srv.Client(t)
+			gate := &holdCalls{}
+			wrdb.AddHook(gate)
+			waiter := locktest.NewClient(t, wrdb)
 			other := locktest.NewClient(t, srv.Client(t))
 			ctx := context.Background()
 			t.Cleanup(srv.Resume) // before the server's own cleanup stops it
@@ -261,12 +264,20 @@ func TestRedisStallDuringHandOff(t *testing.T) {
 			done, res := lockAsync(waiter, ctx, key)
 			waitQueued(t, rdb, key, 1)
 			waitSubscribed(t, rdb, key, 1)
+			// The waiter's commands wait from now until Redis is frozen:
+			// its first renewal cannot reach Redis in between, however
+			// late a loaded machine runs the freeze.
+			gate.shut()
 			var pausedAt time.Time
-			hook.set(func(string) { srv.Pause(); pausedAt = time.Now() })
+			hook.set(func(string) { srv.Pause(); pausedAt = time.Now(); gate.open() })
 			if err := unlock(); err != nil {
 				t.Fatal(err)
 			}
 			hook.set(nil)
+			if pausedAt.IsZero() {
+				gate.open()
+				t.Fatal("premise: the release's hand-off reply was not seen, Redis was not frozen")
+			}
 			time.Sleep(stall)
 			startedBefore := false
 			select {
@@ -376,5 +387,55 @@ func TestStallAfterQueuedIsNotContention(t *testing.T) {
 				t.Errorf("outcome %v (error %q), want error: Redis did not answer the retry in time", o, res.err)
 			}
 		})
+	}
+}
+
+// holdCalls holds back every command of a Redis client while shut, as a
+// connection that stopped sending, until open.
+type holdCalls struct {
+	mu     sync.Mutex
+	closed chan struct{} // nil while open
+}
+
+func (g *holdCalls) shut() {
+	g.mu.Lock()
+	g.closed = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *holdCalls) open() {
+	g.mu.Lock()
+	if g.closed != nil {
+		close(g.closed)
+		g.closed = nil
+	}
+	g.mu.Unlock()
+}
+
+func (g *holdCalls) wait(ctx context.Context) {
+	g.mu.Lock()
+	ch := g.closed
+	g.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (g *holdCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *holdCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		g.wait(ctx)
+		return next(ctx, cmd)
+	}
+}
+
+func (g *holdCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		g.wait(ctx)
+		return next(ctx, cmds)
 	}
 }
