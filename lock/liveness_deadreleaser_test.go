@@ -281,7 +281,7 @@ func TestReleasersCloseRightAfterUnlock(t *testing.T) {
 	}
 	// Each key is handed over as its holder unlocks: its waiter's bound
 	// counts from there, however long the 100 unlocks and Closes take.
-	bound := 2500 * time.Millisecond
+	bound := twoWindows()
 	var late []string
 	for _, r := range rounds {
 		select {
@@ -303,8 +303,8 @@ func TestReleasersCloseRightAfterUnlock(t *testing.T) {
 		}
 	}
 	if len(late) > 0 {
-		t.Errorf("%d of %d live waiters did not get their key within 2.5 s of the hand-off to a dead waiter (they wait for the holder's %v lease): %v",
-			len(late), n, holderLease, late)
+		t.Errorf("%d of %d live waiters did not get their key within %v of the hand-off to a dead waiter (they wait for the holder's %v lease): %v",
+			len(late), n, bound, holderLease, late)
 	}
 }
 

@@ -147,6 +147,13 @@ func TestReplicaAckSelfHandOffAfterReplicaStall(t *testing.T) {
 			replica := redistest.StartReplica(t, primary)
 			ctx := context.Background()
 			key := "ack-self-" + randKey()
+			admin := primary.Client(t)
+			// A replica just started may still be syncing: the lock's
+			// first write must not wait for that.
+			locktest.Eventually(t, 10*time.Second, "the replica in sync", func() bool {
+				n, err := admin.Do(ctx, "WAIT", 1, 100).Int()
+				return err == nil && n >= 1
+			})
 			c := locktest.NewClient(t, primary.Client(t), lock.WithReplicaAck(1, 100*time.Millisecond))
 			_, unlock := locktest.MustLock(t, c, ctx, key, lock.WithLease(holderLease))
 			d2, r2 := lockAsync(c, ctx, key, lock.WithMaxWait(holderLease+3*time.Second))
