@@ -44,6 +44,7 @@ require (
 	github.com/lockkit/lockkit/cronlock v0.0.0-00010101000000-000000000000
 	github.com/lockkit/lockkit/ginlock v0.0.0-00010101000000-000000000000
 	github.com/lockkit/lockkit/gocronlock v0.0.0-00010101000000-000000000000
+	github.com/lockkit/lockkit/httplock v0.0.0-00010101000000-000000000000
 	github.com/lockkit/lockkit/locktest v0.0.0-00010101000000-000000000000
 	github.com/lockkit/lockkit/otellock v0.0.0-00010101000000-000000000000
 	github.com/mattn/go-isatty v0.0.20 // indirect
@@ -74,3 +75,5 @@ replace github.com/lockkit/lockkit/otellock => ../otellock
 replace github.com/lockkit/lockkit/locktest => ../locktest
 
 replace github.com/lockkit/lockkit/gocronlock => ../gocronlock
+
+replace github.com/lockkit/lockkit/httplock => ../httplock
