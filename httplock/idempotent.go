@@ -1,0 +1,252 @@
+package httplock
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// Idempotency is the Idempotency-Key middleware (IETF
+// draft-ietf-httpapi-idempotency-key-header-07): the first request with a
+// key runs the handler under a lock and its answer is stored in Redis; a
+// retry with the same key gets that answer replayed. [Idempotency.Handler]
+// serves net/http, [Idempotency.Serve] other routers (package ginlock
+// adapts it to gin). It is safe for concurrent use.
+//
+// For each request, with K the value of its Idempotency-Key header:
+//   - without the header, the handler runs as if there were no middleware
+//     ("bypass"), or, with [WithKeyRequired], the request is answered 400;
+//     more than one header, or a value that is no valid key, is answered
+//     400 (see [IdempotencyKeyHeader] for the syntax), and so is an empty
+//     scope (see [WithScope]);
+//   - the body is read, up to [WithMaxRequestBody] (larger: 413), for the
+//     request's fingerprint: SHA-256 of the method, the escaped path and
+//     the body; the handler reads the same body afterwards;
+//   - the answer stored for method, route, scope and K is looked up (one
+//     HMGET). When there is one with the same fingerprint, it is replayed
+//     byte for byte (status, stored headers, body) with the header
+//     Idempotent-Replayed: true and the handler does not run; with another
+//     fingerprint, the answer is 422 Unprocessable Content (the key was
+//     reused for another request);
+//   - otherwise the run lock of the key is taken with TryLock and
+//     [lock.WithHoldUntilUnlock]. When another request holds it (the first
+//     one still runs), the answer is 409 Conflict with Retry-After; when
+//     Redis fails or does not answer within [WithAcquireTimeout], 503
+//     Service Unavailable with Retry-After, and the handler does not run;
+//   - with the lock, the answer is looked up again (the first request may
+//     have finished in between) and replayed if there is one; else the
+//     handler runs with the lock context as its request's context (held
+//     past a client disconnect) and its answer held back (see below);
+//   - when the handler returns, its answer is stored when it is storable:
+//     its status passes [WithStoredStatus] (never a 5xx), its body fits
+//     [WithMaxAnswerBody], the handler did not flush or hijack, and the
+//     lock still holds the key. The store (one script call, bounded by
+//     [WithStoreTimeout]) is fenced by the run lock's fencing token
+//     ([lock.FencingToken]): it is refused when an answer with the same or
+//     a newer token is stored, so a run whose lease lapsed never
+//     overwrites the answer of a later run. A Locker whose lock context
+//     has no token stores with token 0, written only where no answer is
+//     stored. The stored answer has a TTL of [WithRetention];
+//   - then the lock is released (the answer waits for the release 100 ms
+//     at most), and the answer is sent. A failed store is logged and the
+//     client gets the handler's answer all the same; a handler that
+//     panics releases the lock, stores nothing, and the panic goes on.
+//
+// Answers of the middleware itself are RFC 9457 problem bodies. A key
+// held by another request (409), a replay and a mismatch (422) are not
+// failures of the server: see [WithOutcome]. Logs never hold the key, the
+// scope or a body.
+type Idempotency struct {
+	locker lock.Locker
+	rdb    redis.UniversalClient
+	cfg    idempotencyConfig
+}
+
+// NewIdempotency returns the Idempotency-Key middleware taking run locks
+// from locker and keeping answers in rdb (which may be another deployment
+// than the locker's, or a Redis Cluster). A nil locker or rdb (also a nil
+// pointer in the interface) or an invalid option is an error wrapping
+// [lock.ErrInvalid] that names the problem.
+func NewIdempotency(locker lock.Locker, rdb redis.UniversalClient, opts ...IdempotencyOption) (*Idempotency, error) {
+	cfg, err := newIdempotencyConfig(opts)
+	switch {
+	case err != nil:
+	case isNilValue(locker):
+		err = fmt.Errorf("%w: nil Locker", lock.ErrInvalid)
+	case isNilValue(rdb):
+		err = fmt.Errorf("%w: nil redis.UniversalClient", lock.ErrInvalid)
+	default:
+		if c, ok := locker.(interface{ Integration() lock.Integration }); ok {
+			if err = c.Integration().CheckLockOptions(cfg.lockOpts...); err != nil {
+				err = fmt.Errorf("WithLockOptions: %w", err)
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("httplock: NewIdempotency: %w", err)
+	}
+	return &Idempotency{locker: locker, rdb: rdb, cfg: cfg}, nil
+}
+
+// Idempotent returns net/http middleware serving the Idempotency-Key
+// header as [Idempotency] tells, on the route of [http.Request.Pattern].
+// It panics where [NewIdempotency] returns an error.
+func Idempotent(locker lock.Locker, rdb redis.UniversalClient, opts ...IdempotencyOption) func(http.Handler) http.Handler {
+	m, err := NewIdempotency(locker, rdb, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return m.Handler
+}
+
+// Handler returns next under the middleware; the route of a request is
+// its [http.Request.Pattern] (set by [http.ServeMux]), or its path when
+// that is empty.
+func (m *Idempotency) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.Serve(w, r, r.Pattern, next.ServeHTTP)
+	})
+}
+
+// Serve serves one request under the middleware, for routers other than
+// [http.ServeMux]: route names the matched route (as "/orders/{id}/pay";
+// "" stands for r.URL.Path), and next runs the handler with the writer
+// and request it is given, whose context is the lock context and whose
+// body is the request's body, read again.
+func (m *Idempotency) Serve(w http.ResponseWriter, r *http.Request, route string, next func(w2 http.ResponseWriter, r2 *http.Request)) {
+	key, err := parseKey(r.Header)
+	switch {
+	case errors.Is(err, errNoKey) && !m.cfg.keyRequired:
+		m.cfg.outcome(r.Context(), "bypass")
+		next(w, r)
+		return
+	case errors.Is(err, errNoKey):
+		m.reject(w, r, http.StatusBadRequest, "missing-key", "this route requires an Idempotency-Key header")
+		return
+	case err != nil:
+		m.reject(w, r, http.StatusBadRequest, "invalid-key", err.Error())
+		return
+	}
+	var scope string
+	if m.cfg.scope != nil {
+		if scope = m.cfg.scope(r); scope == "" {
+			m.reject(w, r, http.StatusBadRequest, "missing-scope", "the request has no scope for its Idempotency-Key")
+			return
+		}
+	}
+	body, outcome := m.readBody(r)
+	switch outcome {
+	case "too-large":
+		m.reject(w, r, http.StatusRequestEntityTooLarge, outcome,
+			fmt.Sprintf("the request body is larger than %d bytes", m.cfg.maxRequestBody))
+		return
+	case "unreadable-body":
+		m.reject(w, r, http.StatusBadRequest, outcome, "the request body could not be read")
+		return
+	}
+	if route == "" {
+		route = r.URL.Path
+	}
+	q := &idemRequest{m: m, r: r, route: route, fp: fingerprint(r.Method, r.URL.EscapedPath(), body)}
+	q.answerKey, q.runKey = keys(m.cfg.prefix, r.Method, route, scope, key)
+	if q.replayed(w) {
+		return
+	}
+	held, unlock, err := m.locker.TryLock(r.Context(), q.runKey, m.cfg.lockOpts...)
+	if err != nil {
+		q.notObtained(w, err)
+		return
+	}
+	if q.replayed(w) {
+		release(unlock)
+		return
+	}
+	r2 := r.WithContext(held)
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	q.run(w, r2, unlock, next)
+}
+
+// readBody reads r's body for the fingerprint, up to the limit; outcome
+// is "" when it could, else why not.
+func (m *Idempotency) readBody(r *http.Request) (body []byte, outcome string) {
+	if r.ContentLength > m.cfg.maxRequestBody {
+		return nil, "too-large"
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, ""
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.maxRequestBody+1))
+	switch {
+	case int64(len(body)) > m.cfg.maxRequestBody:
+		return nil, "too-large"
+	case err != nil:
+		return nil, "unreadable-body"
+	}
+	return body, ""
+}
+
+// idemRequest is one request with an Idempotency-Key.
+type idemRequest struct {
+	m                 *Idempotency
+	r                 *http.Request
+	route             string
+	fp                [32]byte
+	answerKey, runKey string
+}
+
+// replayed answers with the stored answer when there is one (or 422 when
+// it is another request's, 503 when Redis failed), and reports whether it
+// answered.
+func (q *idemRequest) replayed(w http.ResponseWriter) bool {
+	ctx, cancel := context.WithTimeout(q.r.Context(), q.m.cfg.acquireTimeout)
+	defer cancel()
+	a, err := loadAnswer(ctx, q.m.rdb, q.answerKey)
+	switch {
+	case err != nil:
+		q.log().Error("httplock: reading a stored idempotent answer failed", "error", err)
+		q.unavailable(w)
+		return true
+	case a == nil:
+		return false
+	case a.fp != q.fp:
+		q.m.reject(w, q.r, http.StatusUnprocessableEntity, "mismatch",
+			"the Idempotency-Key was used for another request")
+		return true
+	}
+	h := w.Header()
+	for name, vs := range a.header {
+		h[name] = vs
+	}
+	h.Set(ReplayedHeader, "true")
+	w.WriteHeader(a.status)
+	_, _ = w.Write(a.body)
+	q.m.cfg.outcome(q.r.Context(), "replayed")
+	return true
+}
+
+// reject answers with a problem body and reports outcome.
+func (m *Idempotency) reject(w http.ResponseWriter, r *http.Request, status int, outcome, detail string) {
+	writeProblem(w, status, detail)
+	m.cfg.outcome(r.Context(), outcome)
+}
+
+// isNilValue reports whether v is nil or a nil pointer, map, func,
+// channel, slice or interface in an interface.
+func isNilValue(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}

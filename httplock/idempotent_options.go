@@ -1,0 +1,306 @@
+package httplock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// IdempotencyOption configures the Idempotency-Key middleware made by
+// [NewIdempotency] or [Idempotent].
+type IdempotencyOption func(*idempotencyConfig)
+
+// Defaults of the Idempotency-Key middleware.
+const (
+	// DefaultRetention is how long a stored answer is kept (its TTL).
+	DefaultRetention = 24 * time.Hour
+	// DefaultMaxAnswerBody is the largest answer body that is stored.
+	DefaultMaxAnswerBody = 64 << 10
+	// DefaultMaxRequestBody is the largest request body accepted.
+	DefaultMaxRequestBody = 1 << 20
+	// DefaultKeyPrefix starts every Redis key the middleware writes.
+	DefaultKeyPrefix = "idempotency:"
+	// DefaultIdempotencyAcquireTimeout bounds the read of a stored answer
+	// and the acquisition of the run lock, each.
+	DefaultIdempotencyAcquireTimeout = time.Second
+	// DefaultIdempotencyRetryAfter is the Retry-After hint of 409 and 503.
+	DefaultIdempotencyRetryAfter = time.Second
+	// DefaultStoreTimeout bounds the write of an answer to Redis.
+	DefaultStoreTimeout = 2 * time.Second
+)
+
+type idempotencyConfig struct {
+	keyRequired    bool
+	retention      time.Duration
+	maxAnswerBody  int
+	maxRequestBody int64
+	storedStatus   func(int) bool
+	storedHeaders  []string // canonical names
+	scope          func(*http.Request) string
+	scopeSet       bool
+	prefix         string
+	acquireTimeout time.Duration
+	retryAfter     time.Duration
+	storeTimeout   time.Duration
+	lockOpts       []lock.LockOption
+	logger         *slog.Logger
+	outcome        func(context.Context, string)
+	outcomeSet     bool
+	problems       []string // options given invalid values
+}
+
+// WithKeyRequired answers 400 Bad Request (outcome "missing-key") to a
+// request without an Idempotency-Key header. Default: such a request
+// passes to the handler as it is, without idempotency (outcome "bypass").
+func WithKeyRequired() IdempotencyOption {
+	return func(c *idempotencyConfig) { c.keyRequired = true }
+}
+
+// WithRetention sets how long a stored answer is replayed: the TTL (Redis
+// PX) of every stored answer, so the store's memory stays bounded. d must
+// be at least 1 ms. Default [DefaultRetention] (24 h).
+func WithRetention(d time.Duration) IdempotencyOption {
+	return func(c *idempotencyConfig) {
+		c.retention = d
+		if d < time.Millisecond {
+			c.problem(fmt.Sprintf("WithRetention(%v): want at least 1ms", d))
+		}
+	}
+}
+
+// WithMaxAnswerBody sets the largest answer body, in bytes, that is
+// stored: the answer is held back until the handler returns as long as it
+// is no larger; a handler writing more is streamed to the client from
+// then on and its answer is not stored (outcome "not-stored"). n must be
+// positive. Default [DefaultMaxAnswerBody] (64 KiB).
+func WithMaxAnswerBody(n int) IdempotencyOption {
+	return func(c *idempotencyConfig) {
+		c.maxAnswerBody = n
+		if n <= 0 {
+			c.problem(fmt.Sprintf("WithMaxAnswerBody(%d): want a positive size", n))
+		}
+	}
+}
+
+// WithMaxRequestBody sets the largest request body, in bytes, that the
+// middleware reads for the request's fingerprint; a larger body is
+// answered 413 Content Too Large (outcome "too-large") without running
+// the handler. n must not be negative (0: only empty bodies). Default
+// [DefaultMaxRequestBody] (1 MiB).
+func WithMaxRequestBody(n int64) IdempotencyOption {
+	return func(c *idempotencyConfig) {
+		c.maxRequestBody = n
+		if n < 0 {
+			c.problem(fmt.Sprintf("WithMaxRequestBody(%d): want a size of 0 or more", n))
+		}
+	}
+}
+
+// WithStoredStatus sets which answer statuses are stored and replayed:
+// those for which fn returns true, except 5xx, which are never stored (the
+// draft leaves a failed request to be retried). fn must not be nil.
+// Default: 2xx and 4xx except 409 Conflict and 429 Too Many Requests.
+func WithStoredStatus(fn func(status int) bool) IdempotencyOption {
+	return func(c *idempotencyConfig) {
+		c.storedStatus = fn
+		if fn == nil {
+			c.problem("WithStoredStatus(nil)")
+		}
+	}
+}
+
+// defaultStoredStatus is the status filter without WithStoredStatus.
+func defaultStoredStatus(status int) bool {
+	return 200 <= status && status < 300 ||
+		400 <= status && status < 500 && status != http.StatusConflict && status != http.StatusTooManyRequests
+}
+
+// WithStoredHeaders sets the answer headers that are stored and replayed
+// (names are case-insensitive); the others are sent with the first answer
+// only. Names must be valid header field names. Default Content-Type,
+// Content-Encoding, Content-Language and Location.
+func WithStoredHeaders(names ...string) IdempotencyOption {
+	return func(c *idempotencyConfig) {
+		c.storedHeaders = c.storedHeaders[:0]
+		for _, n := range names {
+			if !validHeaderName(n) {
+				c.problem(fmt.Sprintf("WithStoredHeaders: %q is no header field name", n))
+				continue
+			}
+			if cn := http.CanonicalHeaderKey(n); !slices.Contains(c.storedHeaders, cn) {
+				c.storedHeaders = append(c.storedHeaders, cn)
+			}
+		}
+	}
+}
+
+// WithScope sets the scope of the keys: fn returns, for a request, who
+// the key belongs to (the authenticated user or tenant, set by an earlier
+// middleware), so that two users sending the same Idempotency-Key never
+// share an answer. A request for which fn returns "" is answered 400 Bad
+// Request (outcome "missing-scope"). fn runs before any Redis call and
+// must not be nil. Default: no scope (method and route only).
+func WithScope(fn func(*http.Request) string) IdempotencyOption {
+	return func(c *idempotencyConfig) {
+		c.scope, c.scopeSet = fn, true
+		if fn == nil {
+			c.problem("WithScope(nil)")
+		}
+	}
+}
+
+// WithKeyPrefix sets the start of every Redis key the middleware writes:
+// answers are kept under p+"answer:"+..., run locks are taken on
+// p+"run:"+.... p must not be empty. Default [DefaultKeyPrefix].
+func WithKeyPrefix(p string) IdempotencyOption {
+	return func(c *idempotencyConfig) {
+		c.prefix = p
+		if p == "" {
+			c.problem(`WithKeyPrefix(""): want a prefix`)
+		}
+	}
+}
+
+// WithAcquireTimeout bounds, each, the read of a stored answer and the
+// acquisition of the run lock, Redis calls included: a Redis that does not
+// answer within d gets the request 503 Service Unavailable. d must be
+// positive. Default [DefaultIdempotencyAcquireTimeout] (1 s).
+func WithAcquireTimeout(d time.Duration) IdempotencyOption {
+	return func(c *idempotencyConfig) {
+		c.acquireTimeout = d
+		if d <= 0 {
+			c.problem(fmt.Sprintf("WithAcquireTimeout(%v): want a positive timeout", d))
+		}
+	}
+}
+
+// WithRetryAfter sets the hint of the Retry-After header (whole seconds,
+// rounded up, at least 1) of 409 and 503 answers; a 409 never hints later
+// than the running request's remaining lease. d must be positive. Default
+// [DefaultIdempotencyRetryAfter] (1 s).
+func WithRetryAfter(d time.Duration) IdempotencyOption {
+	return func(c *idempotencyConfig) {
+		c.retryAfter = d
+		if d <= 0 {
+			c.problem(fmt.Sprintf("WithRetryAfter(%v): want a positive hint", d))
+		}
+	}
+}
+
+// WithLockOptions passes opts to every acquisition of a run lock, such as
+// [lock.WithLease]. The middleware adds [lock.WithHoldUntilUnlock] and
+// [lock.WithMaxWait] (the acquire timeout), and names the lock
+// "idempotency" for telemetry unless opts name it.
+func WithLockOptions(opts ...lock.LockOption) IdempotencyOption {
+	return func(c *idempotencyConfig) { c.lockOpts = append(c.lockOpts, opts...) }
+}
+
+// WithStoreTimeout bounds the write of an answer to Redis; the client
+// gets the handler's answer when the write fails or times out (outcome
+// "store-failed"), only later. d must be positive. Default
+// [DefaultStoreTimeout] (2 s).
+func WithStoreTimeout(d time.Duration) IdempotencyOption {
+	return func(c *idempotencyConfig) {
+		c.storeTimeout = d
+		if d <= 0 {
+			c.problem(fmt.Sprintf("WithStoreTimeout(%v): want a positive timeout", d))
+		}
+	}
+}
+
+// WithLogger sets the logger of answers not stored and failed stores
+// (level Warn) and of Redis failures (level Error). Records name the
+// method, the route and a digest of the key, never the raw key, the scope
+// or a body. l must not be nil. Default [slog.Default] at each record.
+func WithLogger(l *slog.Logger) IdempotencyOption {
+	return func(c *idempotencyConfig) {
+		c.logger = l
+		if l == nil {
+			c.problem("WithLogger(nil)")
+		}
+	}
+}
+
+// WithOutcome makes fn hear, for every request the middleware serves,
+// what became of it, with the request's context (where the request's
+// span is): "ran" (the handler ran and its answer is stored),
+// "not-stored" (ran, answer not storable: status filter, too large,
+// flushed, hijacked, lease lost, or a newer answer stored), "store-failed"
+// (ran, Redis failed to store), "replayed", "conflict" (409), "mismatch"
+// (422), "missing-key", "invalid-key", "missing-scope",
+// "unreadable-body" (400), "too-large" (413), "unavailable" (503) and
+// "bypass" (no key, not required). fn runs on the request's goroutine
+// and must not be nil; [github.com/lockkit/lockkit/otellock.IdempotencyOutcome]
+// fits it.
+func WithOutcome(fn func(ctx context.Context, outcome string)) IdempotencyOption {
+	return func(c *idempotencyConfig) {
+		c.outcome, c.outcomeSet = fn, true
+		if fn == nil {
+			c.problem("WithOutcome(nil)")
+		}
+	}
+}
+
+func (c *idempotencyConfig) problem(p string) { c.problems = append(c.problems, p) }
+
+// newIdempotencyConfig applies opts over the defaults and checks them.
+func newIdempotencyConfig(opts []IdempotencyOption) (idempotencyConfig, error) {
+	c := idempotencyConfig{
+		retention:      DefaultRetention,
+		maxAnswerBody:  DefaultMaxAnswerBody,
+		maxRequestBody: DefaultMaxRequestBody,
+		storedStatus:   defaultStoredStatus,
+		storedHeaders:  []string{"Content-Type", "Content-Encoding", "Content-Language", "Location"},
+		prefix:         DefaultKeyPrefix,
+		acquireTimeout: DefaultIdempotencyAcquireTimeout,
+		retryAfter:     DefaultIdempotencyRetryAfter,
+		storeTimeout:   DefaultStoreTimeout,
+		outcome:        func(context.Context, string) {},
+	}
+	for i, o := range opts {
+		if o == nil {
+			c.problem(fmt.Sprintf("option %d is nil", i))
+			continue
+		}
+		o(&c)
+	}
+	if len(c.problems) > 0 {
+		return c, fmt.Errorf("%w: %s", lock.ErrInvalid, c.problems[0])
+	}
+	if err := (lock.Integration{}).CheckLockOptions(c.lockOpts...); err != nil {
+		return c, fmt.Errorf("WithLockOptions: %w", err)
+	}
+	c.lockOpts = append([]lock.LockOption{lock.WithName("idempotency")}, c.lockOpts...)
+	c.lockOpts = append(c.lockOpts, lock.WithHoldUntilUnlock(), lock.WithMaxWait(c.acquireTimeout))
+	return c, nil
+}
+
+// validHeaderName reports whether s is an RFC 9110 field name (a token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if b <= ' ' || b >= 0x7f || isDelimiter(b) {
+			return false
+		}
+	}
+	return true
+}
+
+// isDelimiter reports whether b is one of RFC 9110's delimiters, which a
+// token cannot hold.
+func isDelimiter(b byte) bool {
+	for i := 0; i < len(`"(),/:;<=>?@[\]{}`); i++ {
+		if `"(),/:;<=>?@[\]{}`[i] == b {
+			return true
+		}
+	}
+	return false
+}
