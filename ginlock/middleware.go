@@ -2,12 +2,12 @@ package ginlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/lockkit/lockkit/internal/httpkit"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -124,6 +124,7 @@ func mustMiddleware(fn string, key string, opts []Option, k kind) *middleware {
 		panic(err)
 	}
 	m.kind = k
+	m.refusal = httpkit.Refusal{BusyStatus: m.cfg.conflictStatus, BusyDetail: k.full, RetryAfter: m.cfg.retryAfter}
 	return m
 }
 
@@ -143,14 +144,15 @@ type integrated interface {
 
 type middleware struct {
 	kind
-	tmpl *template
-	cfg  config
+	tmpl    *httpkit.Template
+	cfg     config
+	refusal httpkit.Refusal // the default answers to requests turned away
 }
 
 // newMiddleware parses key and applies opts; status is the default of
 // the answer to a full key.
 func newMiddleware(key string, status int, opts []Option) (*middleware, error) {
-	t, err := parseTemplate(key)
+	t, err := httpkit.ParseTemplate(pkg, key)
 	if err != nil {
 		return nil, fmt.Errorf("ginlock: template %q: %w", key, err)
 	}
@@ -176,7 +178,7 @@ var errOuterEnded = fmt.Errorf("ginlock: the request's hold on the key ended bef
 // serve runs h, or the rest of the chain when h is nil, holding the
 // request's lock.
 func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
-	key, err := m.tmpl.key(c)
+	key, err := httpkit.Key(m.tmpl, ginRequest{c, m.cfg.valueFns})
 	if err != nil {
 		m.fail(c, err)
 		return
@@ -222,13 +224,13 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 			prev = "" // Key(c) is "" again; the key leaves c.Keys
 		}
 		c.Set(keyName, prev)
-		if err := holdEnded(held, key, tracked); err != nil {
-			_ = c.Error(m.redacted(err))
+		if err := httpkit.HoldEnded(held, key, tracked); err != nil {
+			_ = c.Error(m.tmpl.Redact(err))
 		}
 		handedOver = true
 		inner.afterChain(func() {
 			end(errChainReturned)
-			release(unlock)
+			httpkit.Release(unlock)
 			exitOuter()
 		})
 	}()
@@ -242,75 +244,13 @@ func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
 // fail turns the request away: the chain is aborted and the failure
 // handler answers; err goes to c.Error unless the key is merely held.
 func (m *middleware) fail(c *gin.Context, err error) {
-	if !m.busy(err) {
-		_ = c.Error(m.redacted(err))
+	if !httpkit.Busy(err) {
+		_ = c.Error(m.tmpl.Redact(err))
 	}
 	c.Abort()
 	if m.cfg.onFailure != nil {
 		m.cfg.onFailure(c, err)
 		return
 	}
-	m.answer(c, err)
-}
-
-// busy reports whether err says that another request holds the key (or
-// the client went away while waiting for it), rather than that Redis did
-// not answer in time. Redis told the holder's lease (or a waiter's turn)
-// when the key was held; without that, a deadline that ended the attempt,
-// the bound's or one a middleware set on the request, cut off a Redis
-// that did not answer.
-func (m *middleware) busy(err error) bool {
-	if !errors.Is(err, lock.ErrNotObtained) {
-		return false
-	}
-	var held *lock.NotObtainedError
-	if errors.As(err, &held) && (held.RemainingLease > 0 || held.Reserved) {
-		return true
-	}
-	return !errors.Is(err, context.DeadlineExceeded)
-}
-
-// redacted names the key template instead of the request's key, which
-// may carry user data; the error it wraps is err.
-func (m *middleware) redacted(err error) error {
-	var missing *missingError
-	if errors.As(err, &missing) || errors.Is(err, errMisconfigured) {
-		return err // names the value or the route, not the key
-	}
-	return &lockError{template: m.tmpl.text, err: err}
-}
-
-type lockError struct {
-	template string
-	err      error
-}
-
-func (e *lockError) Error() string {
-	var why string
-	switch {
-	case errors.Is(e.err, lock.ErrClosed):
-		why = "the lock client is closed"
-	case errors.Is(e.err, lock.ErrLost):
-		why = "the lease was lost"
-	case errors.Is(e.err, lock.ErrNotObtained):
-		why = "Redis did not answer in time"
-	case errors.Is(e.err, lock.ErrInvalid):
-		why = "invalid lock options"
-	default:
-		why = "Redis failed: " + innermost(e.err).Error()
-	}
-	return fmt.Sprintf("ginlock: lock %q: %s", e.template, why)
-}
-
-func (e *lockError) Unwrap() error { return e.err }
-
-// innermost follows the chain of single wrapped errors to its end.
-func innermost(err error) error {
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return err
-		}
-		err = next
-	}
+	m.refusal.Write(c.Writer, err)
 }

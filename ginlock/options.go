@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/lockkit/lockkit/internal/httpkit"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -27,12 +28,8 @@ type config struct {
 	onFailure      func(*gin.Context, error) // nil: answer with a problem body
 	failureSet     bool
 	lockOpts       []lock.LockOption
-	values         []namedValue
-}
-
-type namedValue struct {
-	name string
-	fn   func(*gin.Context) string
+	values         []httpkit.NamedValue[*gin.Context]
+	valueFns       map[string]func(*gin.Context) string // values by name, once checked
 }
 
 // WithWait makes a request whose key is held (for [Limit]: by limit
@@ -115,13 +112,13 @@ func WithLockOptions(opts ...lock.LockOption) Option {
 // Bad Request). fn runs on the request's goroutine before the lock is
 // taken; it must not be nil, and the template must use name.
 func WithValue(name string, fn func(c *gin.Context) string) Option {
-	return func(c *config) { c.values = append(c.values, namedValue{name, fn}) }
+	return func(c *config) { c.values = append(c.values, httpkit.NamedValue[*gin.Context]{Name: name, Fn: fn}) }
 }
 
 // newConfig applies opts and checks them against the parsed template t,
 // to which it binds the WithValue functions; status is the default of
 // the answer to a full key.
-func newConfig(t *template, status int, opts []Option) (config, error) {
+func newConfig(t *httpkit.Template, status int, opts []Option) (config, error) {
 	cfg := config{conflictStatus: status, acquireTimeout: DefaultAcquireTimeout, retryAfter: DefaultRetryAfter}
 	for i, o := range opts {
 		if o == nil {
@@ -151,48 +148,15 @@ func newConfig(t *template, status int, opts []Option) (config, error) {
 	// Held until the handler chain returns, whatever the client does.
 	cfg.limit = limit
 	cfg.lockOpts = append(slices.Clip(cfg.lockOpts), lock.WithHoldUntilUnlock(), lock.WithMaxWait(limit))
-	if len(t.text) <= lock.MaxNameLen && utf8.ValidString(t.text) {
+	if len(t.String()) <= lock.MaxNameLen && utf8.ValidString(t.String()) {
 		// The route's lock in telemetry is its template, as http.route is
 		// the route and not the path; WithLockOptions may name it otherwise.
-		cfg.lockOpts = append([]lock.LockOption{lock.WithName(t.text)}, cfg.lockOpts...)
+		cfg.lockOpts = append([]lock.LockOption{lock.WithName(t.String())}, cfg.lockOpts...)
 	}
 	if s := cfg.conflictStatus; s < 400 || s > 599 || http.StatusText(s) == "" {
 		return cfg, fmt.Errorf("WithConflictStatus(%d): want a known 4xx or 5xx status", s)
 	}
-	return cfg, bindValues(t, cfg.values)
-}
-
-// bindValues gives every {value.name} placeholder of t its function:
-// each must have exactly one WithValue, and each WithValue must be used.
-func bindValues(t *template, values []namedValue) error {
-	fns := make(map[string]func(*gin.Context) string, len(values))
-	for _, v := range values {
-		if err := checkName(fromValue, v.name); err != nil {
-			return fmt.Errorf("WithValue(%q): %w", v.name, err)
-		}
-		if v.fn == nil {
-			return fmt.Errorf("WithValue(%q): nil function", v.name)
-		}
-		if fns[v.name] != nil {
-			return fmt.Errorf("WithValue(%q) is given twice", v.name)
-		}
-		fns[v.name] = v.fn
-	}
-	used := make(map[string]bool, len(values))
-	for i := range t.holes {
-		p := &t.holes[i]
-		if p.src != fromValue {
-			continue
-		}
-		if p.fn = fns[p.name]; p.fn == nil {
-			return fmt.Errorf("placeholder {value.%s} has no WithValue(%q, ...)", p.name, p.name)
-		}
-		used[p.name] = true
-	}
-	for _, v := range values {
-		if !used[v.name] {
-			return fmt.Errorf("WithValue(%q): the template has no placeholder {value.%s}", v.name, v.name)
-		}
-	}
-	return nil
+	fns, err := httpkit.BindValues(t, cfg.values)
+	cfg.valueFns = fns
+	return cfg, err
 }

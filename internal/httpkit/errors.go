@@ -1,0 +1,96 @@
+package httpkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// Pkg is the middleware package a template belongs to, as its errors
+// show it.
+type Pkg struct {
+	Name            string // the prefix of error texts: "ginlock"
+	ErrMissingValue error  // what a [*MissingError] matches
+}
+
+// MissingError is the error of a request that lacks a value its key
+// template needs; it matches its package's ErrMissingValue.
+type MissingError struct {
+	What string // e.g. `query parameter "tenant"`
+	pkg  *Pkg
+}
+
+func (e *MissingError) Error() string { return e.pkg.Name + ": " + e.What + " is missing or empty" }
+
+func (e *MissingError) Is(target error) bool { return target == e.pkg.ErrMissingValue }
+
+// ErrMisconfigured is wrapped by the error of a template that does not
+// fit its route: a server fault, answered 500, not the client's.
+var ErrMisconfigured = errors.New("the key template does not fit the route")
+
+// Busy reports whether err, an acquisition's error, says that other
+// requests hold the key (or the client went away while waiting for it),
+// rather than that Redis did not answer in time. Redis told the holder's
+// lease (or a waiter's turn) when the key was held; without that, a
+// deadline that ended the attempt, the acquisition bound's or one a
+// middleware set on the request, cut off a Redis that did not answer.
+func Busy(err error) bool {
+	if !errors.Is(err, lock.ErrNotObtained) {
+		return false
+	}
+	var held *lock.NotObtainedError
+	if errors.As(err, &held) && (held.RemainingLease > 0 || held.Reserved) {
+		return true
+	}
+	return !errors.Is(err, context.DeadlineExceeded)
+}
+
+// Redact returns err, an error of a request under t, to be logged: its
+// text names the template instead of the request's key, which may carry
+// user data, and says why the lock failed; the error it wraps is err. A
+// [*MissingError] or [ErrMisconfigured], which name a value or a route and
+// not the key, is returned as it is.
+func (t *Template) Redact(err error) error {
+	var missing *MissingError
+	if errors.As(err, &missing) || errors.Is(err, ErrMisconfigured) {
+		return err
+	}
+	return &lockError{pkg: t.pkg.Name, template: t.text, err: err}
+}
+
+type lockError struct {
+	pkg, template string
+	err           error
+}
+
+func (e *lockError) Error() string {
+	var why string
+	switch {
+	case errors.Is(e.err, lock.ErrClosed):
+		why = "the lock client is closed"
+	case errors.Is(e.err, lock.ErrLost):
+		why = "the lease was lost"
+	case errors.Is(e.err, lock.ErrNotObtained):
+		why = "Redis did not answer in time"
+	case errors.Is(e.err, lock.ErrInvalid):
+		why = "invalid lock options"
+	default:
+		why = "Redis failed: " + innermost(e.err).Error()
+	}
+	return fmt.Sprintf("%s: lock %q: %s", e.pkg, e.template, why)
+}
+
+func (e *lockError) Unwrap() error { return e.err }
+
+// innermost follows the chain of single wrapped errors to its end.
+func innermost(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}
