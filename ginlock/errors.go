@@ -14,4 +14,4 @@ import (
 var ErrMissingValue = errors.New("ginlock: key value missing")
 
 // pkg names the package in the errors of its templates.
-var pkg = &httpkit.Pkg{Name: "ginlock", ErrMissingValue: ErrMissingValue}
+var pkg = httpkit.NewPkg("ginlock", ErrMissingValue)

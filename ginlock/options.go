@@ -3,10 +3,7 @@ package ginlock
 import (
 	"errors"
 	"fmt"
-	"net/http"
-	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -19,17 +16,10 @@ import (
 type Option func(*config)
 
 type config struct {
-	wait           time.Duration
-	waitSet        bool          // WithWait given: Lock instead of TryLock
-	acquireTimeout time.Duration // without WithWait
-	limit          time.Duration // bound of an acquisition: wait or acquireTimeout
-	retryAfter     time.Duration
-	conflictStatus int
-	onFailure      func(*gin.Context, error) // nil: answer with a problem body
-	failureSet     bool
-	lockOpts       []lock.LockOption
-	values         []httpkit.NamedValue[*gin.Context]
-	valueFns       map[string]func(*gin.Context) string // values by name, once checked
+	httpkit.Settings
+	onFailure  func(*gin.Context, error) // nil: answer with a problem body
+	failureSet bool
+	values     []httpkit.NamedValue[*gin.Context]
 }
 
 // WithWait makes a request whose key is held (for [Limit]: by limit
@@ -39,11 +29,11 @@ type config struct {
 // answer within d the request gets 503. d must be positive. Default: no
 // wait.
 func WithWait(d time.Duration) Option {
-	return func(c *config) { c.wait, c.waitSet = d, true }
+	return func(c *config) { c.Wait, c.WaitSet = d, true }
 }
 
 // DefaultAcquireTimeout bounds an acquisition without [WithWait].
-const DefaultAcquireTimeout = time.Second
+const DefaultAcquireTimeout = httpkit.DefaultAcquireTimeout
 
 // WithAcquireTimeout bounds an acquisition without [WithWait], Redis calls
 // included: when Redis does not answer within d (stalled, unreachable),
@@ -51,12 +41,12 @@ const DefaultAcquireTimeout = time.Second
 // and a connection. d must be positive. Default [DefaultAcquireTimeout]
 // (1 s).
 func WithAcquireTimeout(d time.Duration) Option {
-	return func(c *config) { c.acquireTimeout = d }
+	return func(c *config) { c.AcquireTimeout = d }
 }
 
 // DefaultRetryAfter is the Retry-After hint of answers to turned-away
 // requests.
-const DefaultRetryAfter = time.Second
+const DefaultRetryAfter = httpkit.DefaultRetryAfter
 
 // WithRetryAfter sets the hint sent in the Retry-After header (whole
 // seconds, rounded up, at least 1) of a conflict answer and of a 503. A
@@ -64,7 +54,7 @@ const DefaultRetryAfter = time.Second
 // d must be positive. Default [DefaultRetryAfter] (1 s): a holder usually
 // finishes long before its lease ends, so the lease is a poor hint.
 func WithRetryAfter(d time.Duration) Option {
-	return func(c *config) { c.retryAfter = d }
+	return func(c *config) { c.RetryAfter = d }
 }
 
 // WithConflictStatus sets the HTTP status of the answer to a request whose
@@ -75,7 +65,7 @@ func WithRetryAfter(d time.Duration) Option {
 // handler set with [WithFailureHandler] replaces the answer, status
 // included.
 func WithConflictStatus(code int) Option {
-	return func(c *config) { c.conflictStatus = code }
+	return func(c *config) { c.ConflictStatus = code }
 }
 
 // WithFailureHandler makes fn answer every request the middleware turns
@@ -102,7 +92,7 @@ func WithFailureHandler(fn func(c *gin.Context, err error)) Option {
 // WithName in opts replaces. Default: none, so the [lock.Client]'s
 // defaults hold.
 func WithLockOptions(opts ...lock.LockOption) Option {
-	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
+	return func(c *config) { c.LockOpts = append(c.LockOpts, opts...) }
 }
 
 // WithValue defines the placeholder {value.name} of the key template: its
@@ -115,48 +105,17 @@ func WithValue(name string, fn func(c *gin.Context) string) Option {
 	return func(c *config) { c.values = append(c.values, httpkit.NamedValue[*gin.Context]{Name: name, Fn: fn}) }
 }
 
-// newConfig applies opts and checks them against the parsed template t,
-// to which it binds the WithValue functions; status is the default of
-// the answer to a full key.
-func newConfig(t *httpkit.Template, status int, opts []Option) (config, error) {
-	cfg := config{conflictStatus: status, acquireTimeout: DefaultAcquireTimeout, retryAfter: DefaultRetryAfter}
+// apply applies opts to c; the settings are checked later, with the
+// template.
+func (c *config) apply(opts []Option) error {
 	for i, o := range opts {
 		if o == nil {
-			return cfg, fmt.Errorf("option %d is nil", i)
+			return fmt.Errorf("option %d is nil", i)
 		}
-		o(&cfg)
+		o(c)
 	}
-	if cfg.failureSet && cfg.onFailure == nil {
-		return cfg, errors.New("WithFailureHandler(nil)")
+	if c.failureSet && c.onFailure == nil {
+		return errors.New("WithFailureHandler(nil)")
 	}
-	limit := cfg.acquireTimeout
-	if cfg.waitSet {
-		if cfg.wait <= 0 {
-			return cfg, fmt.Errorf("WithWait(%v): the wait must be positive", cfg.wait)
-		}
-		limit = cfg.wait
-	}
-	if cfg.acquireTimeout <= 0 {
-		return cfg, fmt.Errorf("WithAcquireTimeout(%v): the timeout must be positive", cfg.acquireTimeout)
-	}
-	if cfg.retryAfter <= 0 {
-		return cfg, fmt.Errorf("WithRetryAfter(%v): the hint must be positive", cfg.retryAfter)
-	}
-	if err := (lock.Integration{}).CheckLockOptions(cfg.lockOpts...); err != nil {
-		return cfg, fmt.Errorf("WithLockOptions: %w", err)
-	}
-	// Held until the handler chain returns, whatever the client does.
-	cfg.limit = limit
-	cfg.lockOpts = append(slices.Clip(cfg.lockOpts), lock.WithHoldUntilUnlock(), lock.WithMaxWait(limit))
-	if len(t.String()) <= lock.MaxNameLen && utf8.ValidString(t.String()) {
-		// The route's lock in telemetry is its template, as http.route is
-		// the route and not the path; WithLockOptions may name it otherwise.
-		cfg.lockOpts = append([]lock.LockOption{lock.WithName(t.String())}, cfg.lockOpts...)
-	}
-	if s := cfg.conflictStatus; s < 400 || s > 599 || http.StatusText(s) == "" {
-		return cfg, fmt.Errorf("WithConflictStatus(%d): want a known 4xx or 5xx status", s)
-	}
-	fns, err := httpkit.BindValues(t, cfg.values)
-	cfg.valueFns = fns
-	return cfg, err
+	return nil
 }

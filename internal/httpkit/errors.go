@@ -8,11 +8,30 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// Pkg is the middleware package a template belongs to, as its errors
-// show it.
+// Pkg is a middleware package, as its errors show it.
 type Pkg struct {
 	Name            string // the prefix of error texts: "ginlock"
 	ErrMissingValue error  // what a [*MissingError] matches
+	// errReturned is the cause with which the handler's lock context ends
+	// when the handler returns: a handler still running, detached from
+	// the chain, must not take it for a client that went away.
+	errReturned error
+	// errOuterEnded turns a wrapped middleware away when the outer hold it
+	// would re-enter is being released (a timeout answered first). It
+	// counts as a held key, and the request has had its answer anyway.
+	errOuterEnded error
+}
+
+// NewPkg returns the package named name (the prefix of its errors' text),
+// whose missing values match errMissing.
+func NewPkg(name string, errMissing error) *Pkg {
+	return &Pkg{
+		Name:            name,
+		ErrMissingValue: errMissing,
+		errReturned:     fmt.Errorf("%s: the handler chain returned and released the lock: %w", name, lock.ErrNotHeld),
+		errOuterEnded: fmt.Errorf("%s: the request's hold on the key ended before the wrapped handler started: %w",
+			name, lock.ErrNotObtained),
+	}
 }
 
 // MissingError is the error of a request that lacks a value its key

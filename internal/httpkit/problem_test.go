@@ -16,7 +16,7 @@ import (
 
 var errMissing = errors.New("test: key value missing")
 
-var pkg = &httpkit.Pkg{Name: "test", ErrMissingValue: errMissing}
+var pkg = httpkit.NewPkg("test", errMissing)
 
 // missing returns the *MissingError of a request without path parameter id.
 func missing(t *testing.T) error {
