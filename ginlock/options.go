@@ -2,7 +2,6 @@ package ginlock
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -108,11 +107,8 @@ func WithValue(name string, fn func(c *gin.Context) string) Option {
 // apply applies opts to c; the settings are checked later, with the
 // template.
 func (c *config) apply(opts []Option) error {
-	for i, o := range opts {
-		if o == nil {
-			return fmt.Errorf("option %d is nil", i)
-		}
-		o(c)
+	if err := httpkit.Apply(c, opts); err != nil {
+		return err
 	}
 	if c.failureSet && c.onFailure == nil {
 		return errors.New("WithFailureHandler(nil)")

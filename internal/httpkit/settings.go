@@ -66,3 +66,15 @@ func (s *Settings) finish(t *Template) ([]lock.LockOption, error) {
 	}
 	return opts, nil
 }
+
+// Apply applies opts, a package's options, to cfg, its configuration; a
+// nil option is an error naming its index.
+func Apply[C any, O ~func(*C)](cfg *C, opts []O) error {
+	for i, o := range opts {
+		if o == nil {
+			return fmt.Errorf("option %d is nil", i)
+		}
+		o(cfg)
+	}
+	return nil
+}
