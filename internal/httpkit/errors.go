@@ -85,20 +85,25 @@ type lockError struct {
 }
 
 func (e *lockError) Error() string {
-	var why string
+	return fmt.Sprintf("%s: lock %q: %s", e.pkg, e.template, Reason(e.err))
+}
+
+// Reason says why a lock was not taken or held, from err, without the
+// key, which may carry user data: the Client is closed, the lease was
+// lost, Redis did not answer in time, the lock options are invalid, or
+// "Redis failed: " and the innermost error of the chain of err.
+func Reason(err error) string {
 	switch {
-	case errors.Is(e.err, lock.ErrClosed):
-		why = "the lock client is closed"
-	case errors.Is(e.err, lock.ErrLost):
-		why = "the lease was lost"
-	case errors.Is(e.err, lock.ErrNotObtained):
-		why = "Redis did not answer in time"
-	case errors.Is(e.err, lock.ErrInvalid):
-		why = "invalid lock options"
-	default:
-		why = "Redis failed: " + innermost(e.err).Error()
+	case errors.Is(err, lock.ErrClosed):
+		return "the lock client is closed"
+	case errors.Is(err, lock.ErrLost):
+		return "the lease was lost"
+	case errors.Is(err, lock.ErrNotObtained):
+		return "Redis did not answer in time"
+	case errors.Is(err, lock.ErrInvalid):
+		return "invalid lock options"
 	}
-	return fmt.Sprintf("%s: lock %q: %s", e.pkg, e.template, why)
+	return "Redis failed: " + innermost(err).Error()
 }
 
 func (e *lockError) Unwrap() error { return e.err }

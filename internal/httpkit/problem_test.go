@@ -88,3 +88,20 @@ func TestRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// Reason never carries the key: the error of a failed Redis call is
+// reduced to its innermost error.
+func TestReason(t *testing.T) {
+	redisErr := errors.New("READONLY You can't write against a read only replica")
+	for err, want := range map[error]string{
+		fmt.Errorf("lock %q: %w", "orders:secret", lock.ErrClosed):                   "the lock client is closed",
+		fmt.Errorf("lock %q: %w", "orders:secret", lock.ErrLost):                     "the lease was lost",
+		fmt.Errorf("lock %q: %w", "orders:secret", lock.ErrNotObtained):              "Redis did not answer in time",
+		fmt.Errorf("lock %q: %w", "orders:secret", lock.ErrInvalid):                  "invalid lock options",
+		fmt.Errorf("lock %q: %w", "orders:secret", fmt.Errorf("eval: %w", redisErr)): "Redis failed: " + redisErr.Error(),
+	} {
+		if got := httpkit.Reason(err); got != want {
+			t.Errorf("Reason(%v) = %q, want %q", err, got, want)
+		}
+	}
+}
