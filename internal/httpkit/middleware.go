@@ -12,8 +12,8 @@ import (
 type Middleware struct {
 	Kind
 	Tmpl     *Template
-	Settings Settings
 	Refusal  Refusal           // the default answers to requests turned away
+	wait     bool              // Lock (wait) instead of TryLock
 	lockOpts []lock.LockOption // of every acquisition
 }
 
@@ -47,7 +47,12 @@ func newMiddleware(pkg *Pkg, key string, apply func() (Settings, error), bind fu
 	if err := bind(t); err != nil {
 		return nil, err
 	}
-	return &Middleware{Tmpl: t, Settings: s, lockOpts: opts}, nil
+	return &Middleware{
+		Tmpl:     t,
+		Refusal:  Refusal{BusyStatus: s.ConflictStatus, RetryAfter: s.RetryAfter},
+		wait:     s.WaitSet,
+		lockOpts: opts,
+	}, nil
 }
 
 // Use makes m take its keys as k says, for the constructor fn (for
@@ -64,7 +69,7 @@ func (m *Middleware) Use(fn string, k Kind) error {
 		}
 	}
 	m.Kind = k
-	m.Refusal = Refusal{BusyStatus: m.Settings.ConflictStatus, BusyDetail: k.BusyDetail, RetryAfter: m.Settings.RetryAfter}
+	m.Refusal.BusyDetail = k.BusyDetail
 	return nil
 }
 
@@ -137,5 +142,5 @@ func (m *Middleware) acquire(ctx context.Context, key string) (context.Context, 
 	if _, ok := ctx.Deadline(); ok {
 		ctx = noDeadline{ctx}
 	}
-	return m.take(ctx, key, m.Settings.WaitSet, m.lockOpts)
+	return m.take(ctx, key, m.wait, m.lockOpts)
 }
