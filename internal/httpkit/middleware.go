@@ -86,8 +86,8 @@ type integrated interface {
 // when the client goes away, [lock.ErrLost] if the lease is lost, and
 // with a cause matching [lock.ErrNotHeld] once run has returned (or
 // panicked: the panic goes on), before the release ([Release]) is sent.
-// after, unless nil, runs then, first, with the error of a hold that
-// ended while run ran ([HoldEnded]).
+// after, unless nil, runs then, first, with [lock.ErrLost] or
+// [lock.ErrClosed] when the hold ended while run ran, else nil.
 //
 // An outer hold of key in outer, from the same Locker, is re-entered. A
 // wrapped middleware (which runs its handler itself, maybe detached from
@@ -123,7 +123,7 @@ func (m *Middleware) Hold(outer context.Context, key string, wrapped bool, run f
 	hold := &wraps{key: key, locker: m.Locker, outer: innermostHold(outer)}
 	defer func() {
 		if after != nil {
-			after(HoldEnded(held, key, tracked))
+			after(holdEnded(held, key, tracked))
 		}
 		handedOver = true
 		hold.afterChain(func() {

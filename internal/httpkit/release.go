@@ -9,13 +9,13 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// HoldEnded returns the error of a hold on key, held, that ended before
+// holdEnded returns the error of a hold on key, held, that ended before
 // the handler returned (the lease lost, the Client closed):
 // [lock.ErrLost] or [lock.ErrClosed], else nil. tracked says whether
 // [lock.Held] reported the hold when it was taken (a Locker other than a
 // lock.Client may give contexts that do not); an untracked hold never
 // ended early.
-func HoldEnded(held context.Context, key string, tracked bool) error {
+func holdEnded(held context.Context, key string, tracked bool) error {
 	if !tracked || lock.Held(held, key) {
 		return nil
 	}
