@@ -135,3 +135,36 @@ func TestPanicReleases(t *testing.T) {
 		t.Fatalf("after the panic: status %d, want 200", resp.StatusCode)
 	}
 }
+
+// A lease lost while the handler runs (its key deleted in Redis) ends the
+// handler's context with cause lock.ErrLost, and FencingToken then says
+// the request holds no lock.
+func TestLostLeaseEndsHandlerContext(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	locker := locktest.NewClient(t, rdb)
+	entered, lost := make(chan struct{}), make(chan struct{})
+	var cause error
+	var tokenAfter bool
+	mux := route("POST /orders/{id}/pay", httplock.New(locker, "orders:{id}",
+		httplock.WithLockOptions(lock.WithLease(600*time.Millisecond))), func(w http.ResponseWriter, r *http.Request) {
+		defer close(lost)
+		close(entered)
+		if locktest.ClosedWithin(r.Context().Done(), locktest.Bound(2*time.Second)) {
+			cause = context.Cause(r.Context())
+		}
+		_, tokenAfter = httplock.FencingToken(r)
+		ok(w, r)
+	})
+	answered := make(chan int)
+	go func() { answered <- do(mux, http.MethodPost, "/orders/42/pay").Code }()
+	<-entered
+	if err := rdb.Del(context.Background(), redisKey("orders:42")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	<-lost
+	<-answered
+	if !errors.Is(cause, lock.ErrLost) || tokenAfter {
+		t.Fatalf("handler's context cause %v, FencingToken ok %v; want lock.ErrLost, false", cause, tokenAfter)
+	}
+}
