@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/internal/httpkit"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -39,8 +40,10 @@ import (
 //   - otherwise the run lock of the key is taken with TryLock and
 //     [lock.WithHoldUntilUnlock]. When another request holds it (the first
 //     one still runs), the answer is 409 Conflict with Retry-After; when
-//     Redis fails or does not answer within [WithAcquireTimeout], 503
-//     Service Unavailable with Retry-After, and the handler does not run;
+//     Redis fails or does not answer within the acquire timeout, 503
+//     Service Unavailable with Retry-After, and the handler does not run
+//     (the answers of [New]: see [WithIdempotencyAcquireTimeout],
+//     [WithIdempotencyRetryAfter] and [WithIdempotencyLockOptions]);
 //   - with the lock, the answer is looked up again (the first request may
 //     have finished in between) and replayed if there is one; else the
 //     handler runs with the lock context as its request's context (held
@@ -166,7 +169,7 @@ func (m *Idempotency) Serve(w http.ResponseWriter, r *http.Request, route string
 		return
 	}
 	if q.replayed(w) {
-		release(unlock)
+		httpkit.Release(unlock)
 		return
 	}
 	r2 := r.WithContext(held)
@@ -234,7 +237,7 @@ func (q *idemRequest) replayed(w http.ResponseWriter) bool {
 
 // reject answers with a problem body and reports outcome.
 func (m *Idempotency) reject(w http.ResponseWriter, r *http.Request, status int, outcome, detail string) {
-	writeProblem(w, status, detail)
+	httpkit.WriteProblem(w, status, detail)
 	m.cfg.outcome(r.Context(), outcome)
 }
 

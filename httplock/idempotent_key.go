@@ -7,6 +7,8 @@ import (
 	"hash"
 	"net/http"
 	"strings"
+
+	"github.com/lockkit/lockkit/internal/httpkit"
 )
 
 // IdempotencyKeyHeader is the request header field that carries the
@@ -94,7 +96,7 @@ func keys(prefix, method, route, scope, key string) (answer, run string) {
 	var b strings.Builder
 	for _, v := range []string{method, route, scope, key} {
 		b.WriteByte(':')
-		writeValue(&b, v)
+		httpkit.WriteValue(&b, v)
 	}
 	tail := b.String()[1:]
 	return prefix + "answer:" + tail, prefix + "run:" + tail

@@ -310,7 +310,7 @@ func TestIdempotentFencedStore(t *testing.T) {
 func TestIdempotentConflict(t *testing.T) {
 	e := newIdemEnv(t)
 	var runs atomic.Int64
-	h := e.mux(t, counted(&runs), WithRetryAfter(3*time.Second))
+	h := e.mux(t, counted(&runs), WithIdempotencyRetryAfter(3*time.Second))
 	_, run := keys(DefaultKeyPrefix, "POST", payRoute, "", "k")
 	_, unlock, err := e.locker.TryLock(context.Background(), run, lock.WithLease(10*time.Second))
 	if err != nil {
@@ -370,7 +370,7 @@ func TestNewIdempotencyInvalid(t *testing.T) {
 		"nil scope":        func() error { _, err := NewIdempotency(mr.locker, mr.rdb, WithScope(nil)); return err },
 		"nil option":       func() error { _, err := NewIdempotency(mr.locker, mr.rdb, nil); return err },
 		"lock option": func() error {
-			_, err := NewIdempotency(mr.locker, mr.rdb, WithLockOptions(lock.WithLease(-1)))
+			_, err := NewIdempotency(mr.locker, mr.rdb, WithIdempotencyLockOptions(lock.WithLease(-1)))
 			return err
 		},
 	} {
