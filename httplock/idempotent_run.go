@@ -16,6 +16,9 @@ import (
 func (q *idemRequest) run(w http.ResponseWriter, r2 *http.Request, unlock lock.UnlockFunc, next func(http.ResponseWriter, *http.Request)) {
 	held := r2.Context()
 	tracked := lock.Held(held, q.runKey)
+	// The hold's token, taken now: read at the store, after the lease
+	// was lost, it would be 0.
+	token, _ := lock.FencingToken(held, q.runKey) // 0 without a token
 	rec := newRecorder(w, q.m.cfg.maxAnswerBody)
 	returned := false
 	defer func() {
@@ -26,14 +29,15 @@ func (q *idemRequest) run(w http.ResponseWriter, r2 *http.Request, unlock lock.U
 	next(rec, r2)
 	returned = true
 	rec.finish()
-	outcome := q.store(rec, held, tracked)
+	outcome := q.store(rec, held, tracked, token)
 	httpkit.Release(unlock)
 	rec.send()
 	q.m.cfg.outcome(q.r.Context(), outcome)
 }
 
-// store stores the handler's answer if it may, and returns the outcome.
-func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool) string {
+// store stores the handler's answer if it may, fenced by token, and
+// returns the outcome.
+func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool, token uint64) string {
 	cfg := &q.m.cfg
 	why := rec.streamed
 	switch {
@@ -47,11 +51,9 @@ func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool) s
 		q.log().Warn("httplock: idempotent answer not stored", "reason", why)
 		return "not-stored"
 	}
-	token, _ := lock.FencingToken(held, q.runKey) // 0 without a token
 	a := &storedAnswer{fp: q.fp, status: rec.status, header: http.Header{}, body: rec.body}
-	h := rec.Header()
 	for _, name := range cfg.storedHeaders {
-		if vs := h[name]; len(vs) > 0 {
+		if vs := rec.header[name]; len(vs) > 0 {
 			a.header[name] = vs
 		}
 	}

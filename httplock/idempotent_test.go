@@ -28,11 +28,12 @@ func TestIdempotentReplaysByteForByte(t *testing.T) {
 		w.Header().Set("Location", "/orders/1")
 		w.Header().Set("X-Request-Id", "not stored")
 		w.WriteHeader(http.StatusCreated)
+		w.Header().Set("Location", "/set/too/late") // not sent, as with net/http
 		_, _ = w.Write([]byte{0, 1, 2, 0xff, '\r', '\n'})
 		_, _ = w.Write([]byte("tail"))
 	})
 	first := serve(h, pay("1", `"k1"`, "amount=5"))
-	if first.Code != http.StatusCreated || first.Header().Get(ReplayedHeader) != "" {
+	if first.Code != http.StatusCreated || first.Header().Get(ReplayedHeader) != "" || first.Header().Get("Location") != "/orders/1" {
 		t.Fatalf("first answer: %d, %v", first.Code, first.Header())
 	}
 	e.checkOutcomes(t, "ran")
@@ -385,4 +386,32 @@ func TestNewIdempotencyInvalid(t *testing.T) {
 		}
 	}()
 	Idempotent(nil, mr.rdb)
+}
+
+func TestIdempotentLostLeaseNotStored(t *testing.T) {
+	e := newIdemEnv(t)
+	var runs atomic.Int64
+	h := e.mux(t, func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			e.mr.FastForward(time.Hour) // the lease lapses; the watchdog finds it lost
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+				t.Error("the lock context did not end when the lease was lost")
+			}
+			if cause := context.Cause(r.Context()); !errors.Is(cause, lock.ErrLost) {
+				t.Errorf("the lock context ended with %v, want lock.ErrLost", cause)
+			}
+		}
+		w.WriteHeader(http.StatusCreated)
+	}, WithIdempotencyLockOptions(lock.WithLease(time.Second)))
+	for range 2 {
+		if w := serve(h, pay("1", "k", "")); w.Code != http.StatusCreated {
+			t.Fatalf("answer %d, want the handler's 201", w.Code)
+		}
+	}
+	e.checkOutcomes(t, "not-stored", "ran")
+	if runs.Load() != 2 {
+		t.Fatalf("the handler ran %d times, want 2: the answer of a lost run was stored", runs.Load())
+	}
 }
