@@ -89,7 +89,7 @@ func NewIdempotency(locker lock.Locker, rdb redis.UniversalClient, opts ...Idemp
 	default:
 		if c, ok := locker.(interface{ Integration() lock.Integration }); ok {
 			if err = c.Integration().CheckLockOptions(cfg.lockOpts...); err != nil {
-				err = fmt.Errorf("WithLockOptions: %w", err)
+				err = fmt.Errorf("WithIdempotencyLockOptions: %w", err)
 			}
 		}
 	}
