@@ -51,17 +51,25 @@ import (
 //   - when the handler returns, its answer is stored when it is storable:
 //     its status passes [WithStoredStatus] (never a 5xx), its body fits
 //     [WithMaxAnswerBody], the handler did not flush or hijack, and the
-//     lock still holds the key. The store (one script call, bounded by
+//     lock still holds the key. The store (one script call on one key,
+//     bounded by
 //     [WithStoreTimeout]) is fenced by the run lock's fencing token
 //     ([lock.FencingToken]): it is refused when an answer with the same or
 //     a newer token is stored, so a run whose lease lapsed never
 //     overwrites the answer of a later run. A Locker whose lock context
-//     has no token stores with token 0, written only where no answer is
-//     stored. The stored answer has a TTL of [WithRetention];
+//     has no token (a [lock.NewQuorum] Client, a Locker of your own)
+//     stores with token 0, written only where no answer is stored. The
+//     stored answer has a TTL of [WithRetention];
 //   - then the lock is released (the answer waits for the release 100 ms
 //     at most), and the answer is sent. A failed store is logged and the
 //     client gets the handler's answer all the same; a handler that
 //     panics releases the lock, stores nothing, and the panic goes on.
+//
+// An answer is a Redis hash under [WithKeyPrefix] + "answer:" and the
+// escaped method, route, scope and K; the run lock's key is the same
+// with "run:", values escaped as in key templates (see "Key templates"
+// in the package documentation). The two may live in different Redis
+// Cluster slots, or rdb may be another Redis than the locker's.
 //
 // Answers of the middleware itself are RFC 9457 problem bodies. A key
 // held by another request (409), a replay and a mismatch (422) are not
@@ -214,7 +222,9 @@ func (q *idemRequest) replayed(w http.ResponseWriter) bool {
 	a, err := loadAnswer(ctx, q.m.rdb, q.answerKey)
 	switch {
 	case err != nil:
-		q.log().Error("httplock: reading a stored idempotent answer failed", "error", err)
+		if q.r.Context().Err() == nil { // else the client went away
+			q.log().Error("httplock: reading a stored idempotent answer failed", "error", err)
+		}
 		q.unavailable(w)
 		return true
 	case a == nil:

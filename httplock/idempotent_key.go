@@ -12,8 +12,13 @@ import (
 )
 
 // IdempotencyKeyHeader is the request header field that carries the
-// client's key (draft-ietf-httpapi-idempotency-key-header, section
-// "The Idempotency-Key HTTP Request Header Field").
+// client's key (draft-ietf-httpapi-idempotency-key-header-07, section
+// "The Idempotency-Key HTTP Request Header Field"). Its value is an RFC
+// 8941 String ("..." with \" and \\ escapes, no parameters), or the key
+// bare, as many clients send it; either way the key is 1 to 255 bytes of
+// visible ASCII (0x21 to 0x7E), and a bare key holds no '"' or ',' (a
+// proxy's folding of two fields). A request with more than one field is
+// answered 400.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
 // ReplayedHeader marks a replayed answer: its value is "true".

@@ -74,7 +74,9 @@ func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool, t
 // notObtained answers a request whose run lock was not taken.
 func (q *idemRequest) notObtained(w http.ResponseWriter, err error) {
 	if !httpkit.Busy(err) {
-		q.log().Error("httplock: taking an idempotency run lock failed", "error", httpkit.Reason(err))
+		if q.r.Context().Err() == nil { // else the client went away
+			q.log().Error("httplock: taking an idempotency run lock failed", "error", httpkit.Reason(err))
+		}
 		q.unavailable(w)
 		return
 	}
