@@ -82,3 +82,29 @@ func TestIdempotentKeys(t *testing.T) {
 		t.Fatalf("long values give a key of %d bytes, want them hashed", len(long))
 	}
 }
+
+// FuzzIdempotencyKey checks that every accepted key is 1 to 255 bytes of
+// visible ASCII, and that its sf-string form is accepted as the same key.
+func FuzzIdempotencyKey(f *testing.F) {
+	for _, s := range []string{`"a"`, "a", `"a\"b"`, `""`, `"a`, "a,b", `"a";p`, "é", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		key, err := parseKey(http.Header{IdempotencyKeyHeader: {v}})
+		if err != nil {
+			return
+		}
+		if len(key) == 0 || len(key) > maxKeyLen {
+			t.Fatalf("%q: accepted key %q of %d bytes", v, key, len(key))
+		}
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x21 || key[i] > 0x7e {
+				t.Fatalf("%q: accepted key %q with byte %#x", v, key, key[i])
+			}
+		}
+		quoted := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
+		if again, err := parseKey(http.Header{IdempotencyKeyHeader: {quoted}}); err != nil || again != key {
+			t.Fatalf("%q: the sf-string %s of key %q gives %q, %v", v, quoted, key, again, err)
+		}
+	})
+}
