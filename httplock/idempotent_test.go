@@ -316,3 +316,36 @@ func TestIdempotentLostLeaseNotStored(t *testing.T) {
 		t.Fatalf("the handler ran %d times, want 2: the answer of a lost run was stored", runs.Load())
 	}
 }
+
+// beforeTryLock is a Locker that runs before ahead of every TryLock.
+type beforeTryLock struct {
+	lock.Locker
+	before func()
+}
+
+func (b beforeTryLock) TryLock(ctx context.Context, key string, opts ...lock.LockOption) (context.Context, lock.UnlockFunc, error) {
+	b.before()
+	return b.Locker.TryLock(ctx, key, opts...)
+}
+
+func TestIdempotentReplayOnceLocked(t *testing.T) {
+	e := newIdemEnv(t)
+	var runs atomic.Int64
+	first := e.mux(t, counted(&runs))
+	// The first request runs from start to end between the retry's read
+	// and its acquisition of the run lock.
+	m, err := NewIdempotency(beforeTryLock{e.locker, func() { serve(first, pay("1", "k", "a")) }}, e.rdb, WithOutcome(e.outcome))
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := http.NewServeMux()
+	retry.Handle(payRoute, m.Handler(counted(&runs)))
+	w := serve(retry, pay("1", "k", "a"))
+	if w.Code != http.StatusCreated || w.Header().Get(ReplayedHeader) != "true" || w.Body.String() != "run 1 paid: a" {
+		t.Fatalf("the retry got %d %q %v, want the first answer replayed", w.Code, w.Body, w.Header())
+	}
+	e.checkOutcomes(t, "ran", "replayed")
+	if runs.Load() != 1 {
+		t.Fatalf("the handler ran %d times, want 1", runs.Load())
+	}
+}
