@@ -119,7 +119,10 @@ func (f *fleet) startReplica(cfg config, i int, opt *redis.Options, prefix strin
 	// A retried payment (same Idempotency-Key) gets the first one's
 	// answer; another payment of the order waits for the order's lock.
 	idempotent := ginlock.Idempotent(locker, rdb, httplock.WithKeyPrefix(prefix+":idempotency:"),
-		httplock.WithOutcome(f.shop.idempotencyOutcome))
+		httplock.WithOutcome(func(ctx context.Context, outcome string) {
+			otellock.IdempotencyOutcome(ctx, outcome) // on the request's span
+			f.shop.idempotencyOutcome(outcome)
+		}))
 	engine.POST("/orders/:id/pay", idempotent, ginlock.New(locker, "orders:{id}"), f.shop.pay)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -139,7 +139,7 @@ func (s *shop) attempt(outcome string) {
 }
 
 // idempotencyOutcome records how ginlock.Idempotent served a request.
-func (s *shop) idempotencyOutcome(_ context.Context, outcome string) {
+func (s *shop) idempotencyOutcome(outcome string) {
 	s.mu.Lock()
 	s.idem[outcome]++
 	s.mu.Unlock()
