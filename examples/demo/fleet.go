@@ -20,6 +20,7 @@ import (
 
 	"github.com/lockkit/lockkit/examples/internal/embedded"
 	"github.com/lockkit/lockkit/ginlock"
+	"github.com/lockkit/lockkit/httplock"
 	"github.com/lockkit/lockkit/leader"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/otellock"
@@ -115,7 +116,14 @@ func (f *fleet) startReplica(cfg config, i int, opt *redis.Options, prefix strin
 
 	engine := gin.New()
 	engine.Use(gin.Recovery(), otelgin.Middleware("orders", otelgin.WithTracerProvider(tp)))
-	engine.POST("/orders/:id/pay", ginlock.New(locker, "orders:{id}"), f.shop.pay)
+	// A retried payment (same Idempotency-Key) gets the first one's
+	// answer; another payment of the order waits for the order's lock.
+	idempotent := ginlock.Idempotent(locker, rdb, httplock.WithKeyPrefix(prefix+":idempotency:"),
+		httplock.WithOutcome(func(ctx context.Context, outcome string) {
+			otellock.IdempotencyOutcome(ctx, outcome) // on the request's span
+			f.shop.idempotencyOutcome(outcome)
+		}))
+	engine.POST("/orders/:id/pay", idempotent, ginlock.New(locker, "orders:{id}"), f.shop.pay)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 // Command demo shows the whole kit at work in one run: three replicas of
 // a small order service, each with its own lock.Client, serve
-// POST /orders/:id/pay behind ginlock on 127.0.0.1 and run a cron job
+// POST /orders/:id/pay behind ginlock on 127.0.0.1 (ginlock.Idempotent
+// replays a payment's first answer to its retries, ginlock.New locks the
+// order) and run a cron job
 // every second (robfig/cron with cronlock, or gocron v2 with gocronlock:
 // -cron gocron), all traced by otellock. The demo drives concurrent HTTP
 // payments at them, with many duplicates per order, then reports and
@@ -12,7 +14,11 @@
 // act as real ones: answered 409 (the order is being paid by another
 // request) or 503 (the lock service did not answer in time, as on a busy
 // host), they ask again after the answer's Retry-After, a few times at
-// most; each payment must end with a 200 within that budget.
+// most; each payment must end with a 200 within that budget. Each payment
+// carries an Idempotency-Key, and a client that waits too long for its
+// first answer sends the request again, as a mobile client does: the
+// retry gets 409 while the first request runs and its answer, replayed,
+// once it is done; no key pays twice.
 //
 // It runs against an embedded Redis by default; -redis (or REDIS_URL)
 // points it at a real one, where it writes only under a fresh key prefix:
@@ -102,10 +108,10 @@ func run(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 	defer f.close()
 	fmt.Fprintf(out, "lockkit demo: %d replicas on %s, %d concurrent clients for %v, %s; a line a second:\n",
 		cfg.replicas, f.listenAddrs(), cfg.concurrency, cfg.duration, f.redisName)
-	orders, statuses, payments := drive(ctx, cfg, f.urls(), out)
+	orders, answers, payments := drive(ctx, cfg, f.urls(), out)
 	f.stopCron()
 	hand := f.handOverLeader(ctx)
-	rep := newReport(orders, statuses, payments, f.shop, f.spans.Ended())
+	rep := newReport(orders, answers, payments, f.shop, f.spans.Ended())
 	rep.leader = hand
 	rep.print(out)
 	if cfg.serve && ctx.Err() == nil {

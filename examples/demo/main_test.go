@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestDemoEmbedded(t *testing.T) {
 	if rep.statuses[409] == 0 {
 		t.Errorf("no request was turned away: the load never contended\n%s", out)
 	}
-	for _, want := range []string{"each paid exactly once  ok", "not answered 200 within 5 requests  ok", "answered \"already paid\"", "lost leases  0  ok", "terms on at once: 0  ok", "lock.hold", "PASS"} {
+	for _, want := range []string{"each paid exactly once  ok", "not answered 200 within 5 requests  ok", "answered \"already paid\"", "were replays", "Idempotency-Keys whose payment ran twice: 0  ok", "lost leases  0  ok", "terms on at once: 0  ok", "lock.hold", "PASS"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -103,11 +104,21 @@ func TestPayRetries(t *testing.T) {
 		{"409 then 200", 1, http.StatusConflict, 2, http.StatusOK},
 		{"503 for good", 100, http.StatusServiceUnavailable, maxAttempts, http.StatusServiceUnavailable},
 		{"500 is not retried", 100, http.StatusInternalServerError, 1, http.StatusInternalServerError},
+		{"no first answer, then 200", 1, 0, 2, http.StatusOK},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var n atomic.Int64
+			var mu sync.Mutex
+			keys := map[string]bool{}
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				keys[r.Header.Get("Idempotency-Key")] = true
+				mu.Unlock()
 				if n.Add(1) <= int64(tt.failures) {
+					if tt.status == 0 { // no answer within the first request's wait
+						<-r.Context().Done()
+						return
+					}
 					w.Header().Set("Retry-After", "0")
 					w.WriteHeader(tt.status)
 					return
@@ -116,12 +127,16 @@ func TestPayRetries(t *testing.T) {
 			}))
 			defer srv.Close()
 			counted := map[int]int{}
-			p := pay(context.Background(), srv.Client(), []string{srv.URL}, "1-1", func(status int) { counted[status]++ })
+			p := pay(context.Background(), srv.Client(), []string{srv.URL}, "1-1", 50*time.Millisecond,
+				func(a answer) { counted[a.status]++ })
 			if p.attempts != tt.wantTries || p.status != tt.want {
 				t.Errorf("payment %+v, want %d attempts ending in %d", p, tt.wantTries, tt.want)
 			}
 			if total := counted[tt.status] + counted[http.StatusOK]; total != tt.wantTries || int(n.Load()) != tt.wantTries {
 				t.Errorf("%d answers counted (%v), %d requests served; want %d", total, counted, n.Load(), tt.wantTries)
+			}
+			if len(keys) != 1 || keys[""] {
+				t.Errorf("Idempotency-Keys sent: %v; want one key on every request", keys)
 			}
 		})
 	}

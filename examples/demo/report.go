@@ -13,11 +13,14 @@ import (
 
 // report is what the run showed, and whether the invariants held.
 type report struct {
-	statuses  map[int]int
-	payments  int // payments the clients made, retries not counted
-	retried   int // payments that took more than one request
-	gaveUp    int // payments not answered 200 within maxAttempts requests
-	paid      int // payments that paid (the other 200s: "already paid")
+	statuses  map[int]int    // answers per status; 0: no answer in time
+	replayed  int            // 200s that replayed a payment's first answer
+	idem      map[string]int // Idempotency-Key outcomes
+	keysTwice int            // Idempotency-Keys whose payment ran more than once
+	payments  int            // payments the clients made, retries not counted
+	retried   int            // payments that took more than one request
+	gaveUp    int            // payments not answered 200 within maxAttempts requests
+	paid      int            // payments that paid (the other 200s: "already paid")
 	orders    int
 	badOrders []string // paid other than exactly once
 	maxPaying int
@@ -30,10 +33,22 @@ type report struct {
 	leader    handOver        // the leader election's hand-over at the end
 }
 
-func newReport(orders map[string]bool, statuses map[int]int, payments []payment, s *shop, spans []sdktrace.ReadOnlySpan) *report {
+func newReport(orders map[string]bool, answers map[answer]int, payments []payment, s *shop, spans []sdktrace.ReadOnlySpan) *report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := &report{statuses: statuses, payments: len(payments), orders: len(orders), maxPaying: s.maxPaying, attempts: s.attempts}
+	r := &report{statuses: map[int]int{}, payments: len(payments), orders: len(orders), maxPaying: s.maxPaying,
+		attempts: s.attempts, idem: s.idem}
+	for a, n := range answers {
+		r.statuses[a.status] += n
+		if a.replayed {
+			r.replayed += n
+		}
+	}
+	for _, n := range s.keyRuns {
+		if n > 1 {
+			r.keysTwice++
+		}
+	}
 	for _, p := range payments {
 		if p.attempts > 1 {
 			r.retried++
@@ -75,15 +90,15 @@ func newReport(orders map[string]bool, statuses map[int]int, payments []payment,
 
 // ok reports whether every invariant held.
 func (r *report) ok() bool {
-	return r.onlyExpected() && r.gaveUp == 0 && r.orders > 0 && len(r.badOrders) == 0 && r.maxPaying == 1 &&
+	return r.onlyExpected() && r.gaveUp == 0 && r.orders > 0 && len(r.badOrders) == 0 && r.maxPaying == 1 && r.keysTwice == 0 &&
 		r.ticks > 0 && r.twice == 0 && r.lost == 0 && r.leader.ok()
 }
 
 // onlyExpected reports whether every answer was 200, or a 409 or 503 that
-// a client retries.
+// a client retries, or none within a first request's wait.
 func (r *report) onlyExpected() bool {
 	for status := range r.statuses {
-		if status != http.StatusOK && status != http.StatusConflict && status != http.StatusServiceUnavailable {
+		if status != http.StatusOK && status != http.StatusConflict && status != http.StatusServiceUnavailable && status != 0 {
 			return false
 		}
 	}
@@ -103,16 +118,27 @@ func (r *report) print(w io.Writer) {
 		total += r.statuses[status]
 		parts = append(parts, fmt.Sprintf("%d %s: %d", status, statusText(status), r.statuses[status]))
 	}
-	fmt.Fprintf(w, "\nrequests     %d (%s)  %s: only 200, 409 and 503\n", total, strings.Join(parts, ", "), check(r.onlyExpected()))
-	fmt.Fprintf(w, "             of the 200s, %d paid an order and %d answered \"already paid\"\n", r.paid, r.statuses[http.StatusOK]-r.paid)
+	fmt.Fprintf(w, "\nrequests     %d (%s)  %s: only 200, 409, 503 and time-outs\n", total, strings.Join(parts, ", "), check(r.onlyExpected()))
+	fmt.Fprintf(w, "             of the 200s, %d paid an order, %d answered \"already paid\" and %d were replays\n",
+		r.paid, r.statuses[http.StatusOK]-r.paid-r.replayed, r.replayed)
+	if r.statuses[0] > 0 {
+		fmt.Fprintf(w, "             no answer: a client stopped waiting for its first request and sent it again\n")
+	}
 	if r.statuses[http.StatusConflict] > 0 {
-		fmt.Fprintf(w, "             409: another request was paying that order\n")
+		fmt.Fprintf(w, "             409: another request was paying that order, or the retry's first request still ran\n")
 	}
 	if r.statuses[http.StatusServiceUnavailable] > 0 {
 		fmt.Fprintf(w, "             503: the lock service did not answer in time (a busy host or Redis)\n")
 	}
-	fmt.Fprintf(w, "clients      %d payments, %d retried after a 409 or 503 (Retry-After), %d not answered 200 within %d requests  %s\n",
+	fmt.Fprintf(w, "clients      %d payments, %d retried after a 409, 503 or time-out, %d not answered 200 within %d requests  %s\n",
 		r.payments, r.retried, r.gaveUp, maxAttempts, check(r.gaveUp == 0))
+	var idem []string
+	for _, o := range slices.Sorted(mapsKeys(r.idem)) {
+		idem = append(idem, fmt.Sprintf("%s %d", o, r.idem[o]))
+	}
+	fmt.Fprintf(w, "idempotency  %s\n", strings.Join(idem, ", "))
+	fmt.Fprintf(w, "             (replayed: a retry got its payment's first answer; conflict: it came while that one ran)\n")
+	fmt.Fprintf(w, "             Idempotency-Keys whose payment ran twice: %d  %s\n", r.keysTwice, check(r.keysTwice == 0))
 	fmt.Fprintf(w, "orders       %d, each paid exactly once  %s\n", r.orders, check(r.orders > 0 && len(r.badOrders) == 0))
 	for _, b := range r.badOrders[:min(len(r.badOrders), 5)] {
 		fmt.Fprintf(w, "             %s\n", b)

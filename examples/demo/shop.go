@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
@@ -27,6 +29,8 @@ type shop struct {
 	paying    map[string]int // payments of an order in progress now
 	maxPaying int            // the most payments of one order at once
 	payments  map[string]int
+	keyRuns   map[string]int    // handler runs per Idempotency-Key
+	idem      map[string]int    // Idempotency-Key outcomes, on all replicas
 	runs      map[time.Time]int // cron runs per tick
 	attempts  map[string]int    // cron attempts per outcome, on all replicas
 }
@@ -34,21 +38,35 @@ type shop struct {
 func newShop(rdb *redis.Client, prefix string, payTime time.Duration, tracer trace.Tracer) *shop {
 	return &shop{
 		rdb: rdb, prefix: prefix, payTime: payTime, tracer: tracer,
-		paying: map[string]int{}, payments: map[string]int{},
+		paying: map[string]int{}, payments: map[string]int{}, keyRuns: map[string]int{},
+		idem: map[string]int{},
 		runs: map[time.Time]int{}, attempts: map[string]int{},
 	}
 }
 
-// pay is the handler of POST /orders/:id/pay, run under ginlock's lock on
-// "orders:{id}". Its check-then-pay would pay twice without the lock.
+// slowPays is how often a payment takes slowFactor times payTime: the
+// provider is slow now and then, longer than a client waits for its first
+// answer (see firstWait).
+const (
+	slowPays   = 4 // one payment in slowPays
+	slowFactor = 20
+)
+
+// pay is the handler of POST /orders/:id/pay, run under ginlock.Idempotent
+// (a retry with the payment's Idempotency-Key gets the first answer) and
+// ginlock's lock on "orders:{id}" (another payment of the order waits its
+// turn). Its check-then-pay would pay twice without the lock.
 func (s *shop) pay(c *gin.Context) {
 	ctx, span := s.tracer.Start(c.Request.Context(), "pay")
 	defer span.End()
 	id := c.Param("id")
-	defer s.enter(id)()
+	defer s.enter(id, c.GetHeader("Idempotency-Key"))()
 
+	// The payment goes on when the client stops waiting (its retry gets
+	// this answer); it stops only if the lock is lost.
+	wctx := context.WithoutCancel(ctx)
 	paid := s.prefix + ":paid:" + id
-	n, err := s.rdb.Exists(ctx, paid).Result()
+	n, err := s.rdb.Exists(wctx, paid).Result()
 	if err != nil {
 		c.AbortWithStatus(http.StatusInternalServerError)
 		return
@@ -57,14 +75,30 @@ func (s *shop) pay(c *gin.Context) {
 		c.JSON(http.StatusOK, gin.H{"order": id, "status": "already paid"})
 		return
 	}
-	select { // the call to the payment provider
-	case <-time.After(s.payTime):
-	case <-ctx.Done(): // the lock was lost, or the client left
+	took := s.payTime
+	if rand.IntN(slowPays) == 0 {
+		took *= slowFactor
+	}
+	t := time.NewTimer(took) // the call to the payment provider
+	defer t.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-t.C:
+			waiting = false
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), lock.ErrLost) {
+				c.AbortWithStatus(http.StatusServiceUnavailable)
+				return
+			}
+			ctx = wctx // the client left: finish for its retry
+		}
+	}
+	if !lock.Held(c.Request.Context(), "orders:"+id) { // lost after the client left
 		c.AbortWithStatus(http.StatusServiceUnavailable)
 		return
 	}
-	token, _ := lock.FencingToken(ctx, "orders:"+id)
-	if err := s.rdb.Set(ctx, paid, token, 0).Err(); err != nil {
+	token, _ := lock.FencingToken(wctx, "orders:"+id)
+	if err := s.rdb.Set(wctx, paid, token, 0).Err(); err != nil {
 		c.AbortWithStatus(http.StatusInternalServerError)
 		return
 	}
@@ -74,11 +108,12 @@ func (s *shop) pay(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"order": id, "status": "paid", "fencing_token": token})
 }
 
-// enter records a payment of id in progress until the returned function
-// is called.
-func (s *shop) enter(id string) func() {
+// enter records a payment of id with Idempotency-Key key in progress
+// until the returned function is called.
+func (s *shop) enter(id, key string) func() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.keyRuns[key]++
 	s.paying[id]++
 	s.maxPaying = max(s.maxPaying, s.paying[id])
 	return func() {
@@ -100,5 +135,12 @@ func (s *shop) settle(ctx context.Context, tick time.Time) error {
 func (s *shop) attempt(outcome string) {
 	s.mu.Lock()
 	s.attempts[outcome]++
+	s.mu.Unlock()
+}
+
+// idempotencyOutcome records how ginlock.Idempotent served a request.
+func (s *shop) idempotencyOutcome(outcome string) {
+	s.mu.Lock()
+	s.idem[outcome]++
 	s.mu.Unlock()
 }

@@ -3,11 +3,13 @@ package readme_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/gocronlock"
+	"github.com/lockkit/lockkit/httplock"
 	"github.com/lockkit/lockkit/leader"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/locktest"
@@ -189,6 +192,69 @@ func TestGinSnippet(t *testing.T) {
 	r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/reports", nil))
 	if w.Code != http.StatusBadRequest { // no authenticated user
 		t.Fatalf("reports without a user: %d, want 400", w.Code)
+	}
+}
+
+// TestIdempotentSnippets: the README's net/http lock and its two
+// Idempotency-Key routes pay once and replay the answer to a retry.
+func TestIdempotentSnippets(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker, err := lock.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close()
+	gin.SetMode(gin.TestMode)
+	var paid atomic.Int32
+	r := gin.New()
+	r.Use(func(c *gin.Context) { c.Set("user", c.GetHeader("X-User")) })
+	mux := httpRoutes(locker, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !lock.Held(r.Context(), "orders:"+r.PathValue("id")) {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	idempotentRoutes(r, mux, locker, rdb,
+		func(c *gin.Context) { c.String(http.StatusCreated, "payment %d", paid.Add(1)) },
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusCreated)
+			_, _ = fmt.Fprintf(w, "payment %d", paid.Add(1))
+		}))
+	send := func(h http.Handler, path, key, user string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, path, nil)
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		req.Header.Set("X-User", user)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	if w := send(mux, "/orders/42/refund", "", ""); w.Code != http.StatusOK {
+		t.Errorf("refund under httplock.New: %d, want 200", w.Code)
+	}
+	for _, tt := range []struct {
+		name string
+		h    http.Handler
+		user string
+	}{{"gin", r, "ada"}, {"net/http", mux, ""}} {
+		first := send(tt.h, "/orders/42/pay", `"k-1"`, tt.user)
+		retry := send(tt.h, "/orders/42/pay", `"k-1"`, tt.user)
+		if first.Code != http.StatusCreated || retry.Code != http.StatusCreated ||
+			retry.Body.String() != first.Body.String() || retry.Header().Get(httplock.ReplayedHeader) != "true" {
+			t.Errorf("%s: first %d %q, retry %d %q (replayed %q); want the first answer replayed",
+				tt.name, first.Code, first.Body, retry.Code, retry.Body, retry.Header().Get(httplock.ReplayedHeader))
+		}
+	}
+	if w := send(r, "/orders/42/pay", "", "ada"); w.Code != http.StatusBadRequest {
+		t.Errorf("gin route without a key: %d, want 400 (WithKeyRequired)", w.Code)
+	}
+	if w := send(r, "/orders/42/pay", `"k-1"`, ""); w.Code != http.StatusBadRequest {
+		t.Errorf("gin route without a user: %d, want 400 (empty scope)", w.Code)
+	}
+	if n := paid.Load(); n != 2 {
+		t.Errorf("%d payments, want 2 (one per route)", n)
 	}
 }
 

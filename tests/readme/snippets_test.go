@@ -3,6 +3,7 @@ package readme_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/lockkit/lockkit/cronlock"
 	"github.com/lockkit/lockkit/ginlock"
 	"github.com/lockkit/lockkit/gocronlock"
+	"github.com/lockkit/lockkit/httplock"
 	"github.com/lockkit/lockkit/leader"
 	"github.com/lockkit/lockkit/lock"
 	"github.com/lockkit/lockkit/locktest"
@@ -62,6 +64,19 @@ func ginRoutes(locker *lock.Client, pay, report gin.HandlerFunc) *gin.Engine {
 		ginlock.WithValue("user", func(c *gin.Context) string { return c.GetString("user") }),
 	), report)
 	return r
+}
+
+func httpRoutes(locker *lock.Client, refund http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders/{id}/refund", httplock.New(locker, "orders:{id}")(refund))
+	return mux
+}
+
+func idempotentRoutes(r *gin.Engine, mux *http.ServeMux, locker *lock.Client, rdb *redis.Client, pay gin.HandlerFunc, payHandler http.Handler) {
+	r.POST("/orders/:id/pay", ginlock.Idempotent(locker, rdb, httplock.WithKeyRequired(),
+		ginlock.IdempotencyScope(func(c *gin.Context) string { return c.GetString("user") })), pay)
+
+	mux.Handle("POST /orders/{id}/pay", httplock.Idempotent(locker, rdb)(payHandler)) // net/http
 }
 
 func cronJobs(locker lock.Locker, cleanup func(context.Context) error) error {
