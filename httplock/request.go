@@ -19,8 +19,12 @@ func (q request) Value(name string) string     { return q.values[name](q.r) }
 
 // Route returns the ServeMux pattern the request matched (r.Pattern, ""
 // when no ServeMux routed it), and whether it has the wildcard name
-// ("{name}" or "{name...}").
+// ("{name}" or "{name...}"). "{$}" anchors the end of a path and is no
+// wildcard: a template naming "$" does not fit any route.
 func (q request) Route(name string) (string, bool) {
 	p := q.r.Pattern
+	if name == "$" {
+		return p, false
+	}
 	return p, strings.Contains(p, "{"+name+"}") || strings.Contains(p, "{"+name+"...}")
 }
