@@ -44,3 +44,28 @@ func TestReviewSameKeysOnTheWire(t *testing.T) {
 		}
 	}
 }
+
+// A catch-all, gin's *path and ServeMux's {path...}, gives both the same
+// key, also for the bare prefix, where gin's value is "/": replicas of
+// either framework sharing a Redis exclude each other.
+func TestReviewSameKeysOfCatchAll(t *testing.T) {
+	const tmpl = "files:{path}"
+	gr, hr := &keyRecorder{}, &keyRecorder{}
+	g := gin.New()
+	g.GET("/files/*path", ginlock.New(gr, tmpl), func(c *gin.Context) { c.Status(http.StatusOK) })
+	mux := http.NewServeMux()
+	mux.Handle("GET /files/{path...}", httplock.New(hr, tmpl)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	for _, target := range []string{"/files/a/b", "/files/a%20b/c", "/files/ü", "/files/"} {
+		gr.keys, hr.keys = nil, nil
+		for _, h := range []http.Handler{g, mux} {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil))
+			if w.Code != http.StatusOK {
+				t.Errorf("%s: status %d from %T", target, w.Code, h)
+			}
+		}
+		if len(gr.keys) != 1 || len(hr.keys) != 1 || gr.keys[0] != hr.keys[0] {
+			t.Errorf("%s: ginlock keys %q, httplock keys %q; want one, equal", target, gr.keys, hr.keys)
+		}
+	}
+}

@@ -12,10 +12,21 @@ type request struct {
 	values map[string]func(*http.Request) string // WithValue functions by name
 }
 
-func (q request) PathValue(name string) string { return q.r.PathValue(name) }
-func (q request) Query(name string) string     { return q.r.URL.Query().Get(name) }
-func (q request) Header(name string) string    { return q.r.Header.Get(name) }
-func (q request) Value(name string) string     { return q.values[name](q.r) }
+// PathValue returns the path value name, r.PathValue(name); that of a
+// rest wildcard "{name...}" with the slash before it ("/a/b", "/" for
+// none), as gin gives its catch-all "*name", so that a route of either
+// framework renders the same key.
+func (q request) PathValue(name string) string {
+	v := q.r.PathValue(name)
+	if strings.Contains(q.r.Pattern, "{"+name+"...}") {
+		return "/" + v
+	}
+	return v
+}
+
+func (q request) Query(name string) string  { return q.r.URL.Query().Get(name) }
+func (q request) Header(name string) string { return q.r.Header.Get(name) }
+func (q request) Value(name string) string  { return q.values[name](q.r) }
 
 // Route returns the ServeMux pattern the request matched (r.Pattern, ""
 // when no ServeMux routed it), and whether it has the wildcard name
