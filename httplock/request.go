@@ -18,7 +18,7 @@ type request struct {
 // framework renders the same key.
 func (q request) PathValue(name string) string {
 	v := q.r.PathValue(name)
-	if strings.Contains(q.r.Pattern, "{"+name+"...}") {
+	if _, rest := wildcard(q.r.Pattern, name); rest {
 		return "/" + v
 	}
 	return v
@@ -29,13 +29,29 @@ func (q request) Header(name string) string { return q.r.Header.Get(name) }
 func (q request) Value(name string) string  { return q.values[name](q.r) }
 
 // Route returns the ServeMux pattern the request matched (r.Pattern, ""
-// when no ServeMux routed it), and whether it has the wildcard name
-// ("{name}" or "{name...}"). "{$}" anchors the end of a path and is no
-// wildcard: a template naming "$" does not fit any route.
+// when no ServeMux routed it), and whether it has the wildcard name.
 func (q request) Route(name string) (string, bool) {
-	p := q.r.Pattern
-	if name == "$" {
-		return p, false
+	declared, _ := wildcard(q.r.Pattern, name)
+	return q.r.Pattern, declared
+}
+
+// wildcard reports whether the ServeMux pattern has the wildcard name,
+// "{name}" or "{name...}", and whether it is the latter, which takes the
+// rest of the path. "{$}" only anchors the path's end: it is no wildcard.
+func wildcard(pattern, name string) (declared, rest bool) {
+	for {
+		_, after, ok := strings.Cut(pattern, "{")
+		if !ok {
+			return false, false
+		}
+		w, after, ok := strings.Cut(after, "}")
+		if !ok {
+			return false, false
+		}
+		pattern = after
+		base, dots := strings.CutSuffix(w, "...")
+		if base == name && w != "$" {
+			return true, dots
+		}
 	}
-	return p, strings.Contains(p, "{"+name+"}") || strings.Contains(p, "{"+name+"...}")
 }

@@ -28,6 +28,14 @@ func TestReviewDollarIsNoWildcard(t *testing.T) {
 	checkProblem(t, do(mux, http.MethodGet, "/"), http.StatusInternalServerError)
 }
 
+// The wildcard of {rest...} is named rest: a placeholder {param.rest...}
+// names none, and the route is misconfigured (500).
+func TestReviewDotsAreNoPartOfTheWildcardName(t *testing.T) {
+	_, locker := newLocker(t)
+	mux := route("GET /f/{rest...}", httplock.New(locker, "f:{param.rest...}"), ok)
+	checkProblem(t, do(mux, http.MethodGet, "/f/a"), http.StatusInternalServerError)
+}
+
 // {name...} takes the rest of the path, with the slash before it as gin
 // does, and escaped slashes in it are escaped again in the key; a HEAD
 // request is routed to a GET pattern
