@@ -20,7 +20,7 @@ import (
 func TestReviewInsideTimeoutHandlerHoldsPastTimeout(t *testing.T) {
 	rdb, locker := newLocker(t)
 	var running, overlaps atomic.Int32
-	finished := make(chan struct{}, 2)
+	finished, leave := make(chan struct{}, 2), make(chan struct{})
 	pay := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() { finished <- struct{}{} }()
 		if running.Add(1) > 1 {
@@ -28,7 +28,7 @@ func TestReviewInsideTimeoutHandlerHoldsPastTimeout(t *testing.T) {
 		}
 		defer running.Add(-1)
 		<-r.Context().Done() // the timeout: the handler goes on, detached
-		time.Sleep(200 * time.Millisecond)
+		<-leave
 	})
 	mux := http.NewServeMux()
 	mux.Handle("POST /o/{id}", http.TimeoutHandler(httplock.New(locker, "o:{id}")(pay), 50*time.Millisecond, "timeout"))
@@ -36,6 +36,7 @@ func TestReviewInsideTimeoutHandlerHoldsPastTimeout(t *testing.T) {
 		t.Fatalf("first: %d %q, want the timeout's 503", w.Code, w.Body)
 	}
 	checkProblem(t, do(mux, http.MethodPost, "/o/1"), http.StatusConflict)
+	close(leave)
 	<-finished
 	released(t)
 	if locktest.Held(t, rdb, redisKey("o:1")) || overlaps.Load() != 0 {
