@@ -57,9 +57,14 @@ import (
 // whose lock ends at the timeout while pay still runs, so that a retry
 // runs pay again beside it. An httplock middleware inside another of the
 // same key, with a detaching middleware between them, keeps the outer
-// hold until its own handler has returned too. The release, the 100 ms the answer waits for it at most,
-// the request's deadline and the error texts behave as in ginlock (see
-// [github.com/lockkit/lockkit/ginlock.New]).
+// hold until its own handler has returned too.
+//
+// The release, the 100 ms the answer waits for it at most, the request's
+// deadline and the error texts behave as in ginlock (see
+// [github.com/lockkit/lockkit/ginlock.New]). An answer the handler
+// flushed itself ([http.Flusher], [http.ResponseController]) is not held
+// back: a client that read it whole and sends its next request on
+// another connection may find the key held until the release is done.
 //
 // Answers are RFC 9457 problem bodies (Content-Type
 // application/problem+json); [WithConflictStatus] and [WithFailureHandler]
