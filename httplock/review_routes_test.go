@@ -49,3 +49,32 @@ func TestReviewRestWildcardAndHead(t *testing.T) {
 		t.Fatalf("HEAD: status %d, want 200", code)
 	}
 }
+
+// An escaped slash stays inside its path segment: {id} of "/o/a%2Fb" is
+// "a/b", escaped in the key, and the request is not taken for "/o/a/b",
+// which the route does not match.
+func TestReviewEscapedSlashInSegment(t *testing.T) {
+	rec := &keyRecorder{}
+	mux := route("GET /o/{id}", httplock.New(rec, "o:{id}"), ok)
+	if w := do(mux, http.MethodGet, "/o/a%2Fb"); w.Code != http.StatusOK || len(rec.keys) != 1 || rec.keys[0] != "o:a%2Fb" {
+		t.Fatalf("status %d, keys %q; want 200, [o:a%%2Fb]", w.Code, rec.keys)
+	}
+	if w := do(mux, http.MethodGet, "/o/a/b"); w.Code != http.StatusNotFound || len(rec.keys) != 1 {
+		t.Fatalf("/o/a/b: status %d, keys %q; want 404 and no lock", w.Code, rec.keys)
+	}
+}
+
+// A handler served without a ServeMux has no pattern: a path value is
+// missing (400), other sources work; registered on a pattern without the
+// wildcard, the route is misconfigured (500).
+func TestReviewHandlerWithoutPattern(t *testing.T) {
+	rec := &keyRecorder{}
+	checkProblem(t, do(httplock.New(rec, "o:{id}")(http.HandlerFunc(ok)), http.MethodGet, "/o/1"), http.StatusBadRequest)
+	if w := do(httplock.New(rec, "o:{query.id}")(http.HandlerFunc(ok)), http.MethodGet, "/o?id=1"); w.Code != http.StatusOK {
+		t.Fatalf("query without a pattern: status %d, want 200", w.Code)
+	}
+	checkProblem(t, do(route("/", httplock.New(rec, "o:{id}"), ok), http.MethodGet, "/o/1"), http.StatusInternalServerError)
+	if len(rec.keys) != 1 || rec.keys[0] != "o:1" {
+		t.Fatalf("keys %q, want [o:1]", rec.keys)
+	}
+}
