@@ -82,3 +82,49 @@ func TestReviewReadersAndWritersAcrossReplicas(t *testing.T) {
 		t.Fatal("a write ran beside another write or a read")
 	}
 }
+
+// Limit on two replicas with a Client each, under load: never more than
+// limit handlers of one key run at once, and every request is served
+// after its wait.
+func TestReviewLimitAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	const replicas, requests, limit = 2, 40, 3
+	var running, most atomic.Int32
+	report := func(w http.ResponseWriter, r *http.Request) {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(2 * time.Millisecond)
+		running.Add(-1)
+		ok(w, r)
+	}
+	var servers [replicas]*httptest.Server
+	for i := range servers {
+		locker := locktest.NewClient(t, srv.Client(t))
+		mw := httplock.Limit(locker, "reports:{id}", limit, httplock.WithWait(locktest.Bound(20*time.Second)))
+		servers[i] = httptest.NewServer(route("POST /reports/{id}", mw, report))
+		defer servers[i].Close()
+	}
+	var wg sync.WaitGroup
+	for i := range requests {
+		hs := servers[i%replicas]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := hs.Client().Post(hs.URL+"/reports/1", "", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("status %d, want 200 after the wait", resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	released(t)
+	if m := most.Load(); m > limit {
+		t.Fatalf("%d handlers ran at once, want at most %d", m, limit)
+	}
+}
