@@ -61,8 +61,10 @@ import (
 // The release is sent when the chain returns, on a goroutine of its own,
 // and the answer waits for it 100 ms at most: on a Redis that answers,
 // the key is free before the client reads the answer, so the client's
-// next request, to any replica, is not turned away by this one; a stalled
-// Redis holds the answer back no longer (not by the unlock's 1 s bound).
+// next request, to any replica, is not turned away by this one (unless
+// the handler flushed its whole answer itself, with c.Writer.Flush: the
+// client may then read it before the release); a stalled Redis holds the
+// answer back no longer (not by the unlock's 1 s bound).
 // The lock Client bounds that goroutine as any unlock, by its release
 // timeout (1 s), also when a middleware set a longer deadline on the
 // request (the lock is taken without it, and the handler's context

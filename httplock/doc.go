@@ -29,13 +29,16 @@
 //	{header.X-Tenant}    first value of header X-Tenant
 //	{value.user}         what the WithValue("user", fn) function returns
 //
-// A missing or empty value answers 400 Bad Request before any Redis call;
-// a template naming a wildcard that the pattern of the route the request
-// matched (r.Pattern) lacks answers 500 (the route is misconfigured). A
-// request no ServeMux routed has no pattern, and so no path values: its
-// {id} is missing. Values are escaped, and templates are checked, as in
-// ginlock (see "Key templates" in [github.com/lockkit/lockkit/ginlock]):
-// both packages give the same key for the same values.
+// The value of a rest wildcard {path...} is the rest of the path with the
+// slash before it, "/a/b" (and "/" for none), as gin's catch-all *path
+// gives it. A missing or empty value answers 400 Bad Request before any
+// Redis call; a template naming a wildcard that the pattern of the route
+// the request matched (r.Pattern) lacks answers 500 (the route is
+// misconfigured). A request no ServeMux routed has no pattern, and so no
+// path values: its {id} is missing. Values are escaped, and templates are
+// checked, as in ginlock (see "Key templates" in
+// [github.com/lockkit/lockkit/ginlock]): both packages give the same key
+// for the same request.
 //
 // # Inside the handler
 //

@@ -45,14 +45,26 @@ import (
 //     handler returns, with a cause matching [lock.ErrNotHeld], before the
 //     release is sent.
 //
-// The lock is taken and released by the middleware around the handler,
-// on whatever goroutine runs it, so it may sit inside or outside a
-// middleware that runs the handler detached ([http.TimeoutHandler]): an
-// httplock middleware inside another of the same key, with a detaching
-// middleware between them, keeps the outer hold until its own handler has
-// returned too. The release, the 100 ms the answer waits for it at most,
-// the request's deadline and the error texts behave as in ginlock (see
-// [github.com/lockkit/lockkit/ginlock.New]).
+// The lock is taken and released by the middleware around the handler
+// it wraps, on whatever goroutine runs it, and ends when that handler
+// returns. Behind a middleware that answers and lets the handler go on
+// detached ([http.TimeoutHandler]), put the httplock middleware inside,
+// around the handler that does the work:
+//
+//	http.TimeoutHandler(httplock.New(locker, "orders:{id}")(pay), 5*time.Second, "")
+//
+// and not httplock.New(locker, "orders:{id}")(http.TimeoutHandler(pay, ...)),
+// whose lock ends at the timeout while pay still runs, so that a retry
+// runs pay again beside it. An httplock middleware inside another of the
+// same key, with a detaching middleware between them, keeps the outer
+// hold until its own handler has returned too.
+//
+// The release, the 100 ms the answer waits for it at most, the request's
+// deadline and the error texts behave as in ginlock (see
+// [github.com/lockkit/lockkit/ginlock.New]). An answer the handler
+// flushed itself ([http.Flusher], [http.ResponseController]) is not held
+// back: a client that read it whole and sends its next request on
+// another connection may find the key held until the release is done.
 //
 // Answers are RFC 9457 problem bodies (Content-Type
 // application/problem+json); [WithConflictStatus] and [WithFailureHandler]

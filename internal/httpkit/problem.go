@@ -3,6 +3,7 @@ package httpkit
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -36,10 +37,14 @@ func WriteProblem(w http.ResponseWriter, status int, detail string) {
 }
 
 // RetryAfter is the Retry-After value of the hint d: whole seconds
-// rounded up, at least 1.
+// rounded up, at least 1 and at most [math.MaxInt32] (68 years), which
+// an int holds on every platform.
 func RetryAfter(d time.Duration) int {
-	secs := int((d + time.Second - 1) / time.Second)
-	return max(secs, 1)
+	secs := d / time.Second
+	if d%time.Second > 0 {
+		secs++ // rounded up without adding to d, which may be near its maximum
+	}
+	return int(min(max(secs, 1), math.MaxInt32))
 }
 
 // BusyRetryAfter is the Retry-After value of a request turned away

@@ -28,12 +28,13 @@ func holdEnded(held context.Context, key string, tracked bool) error {
 // Release ends a request's hold once its handler has returned. The
 // unlock, a Redis round trip, runs on a goroutine of its own, and Release
 // waits for it at most [AnswerWait]: on a Redis that answers, the key is
-// free before the client reads the answer, so its next request, to any
-// replica, is not turned away by this one; on a stalled Redis the answer
-// is held back no longer, and the unlock goes on in the background,
-// bounded as every unlock of the lock Client (1 s; an unconfirmed release
-// then goes on in the Client's background and ends at Close). The outcome
-// of the unlock reaches the Client's Observer, not the request.
+// free before the client reads the answer (unless the handler flushed it
+// whole itself), so its next request, to any replica, is not turned away
+// by this one; on a stalled Redis the answer is held back no longer, and
+// the unlock goes on in the background, bounded as every unlock of the
+// lock Client (1 s; an unconfirmed release then goes on in the Client's
+// background and ends at Close). The outcome of the unlock reaches the
+// Client's Observer, not the request.
 func Release(unlock lock.UnlockFunc) {
 	done := make(chan struct{})
 	releasing.Add(1)
