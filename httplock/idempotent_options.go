@@ -162,10 +162,12 @@ func WithKeyPrefix(p string) IdempotencyOption {
 }
 
 // WithIdempotencyAcquireTimeout is [WithAcquireTimeout] for the
-// Idempotency-Key middleware: it bounds, each, the read of a stored answer
-// and the acquisition of the run lock, Redis calls included; a Redis that
-// does not answer within d gets the request 503 Service Unavailable. d
-// must be positive. Default [DefaultAcquireTimeout] (1 s).
+// Idempotency-Key middleware: it bounds the whole work before the handler
+// runs, together: the read of a stored answer, the acquisition of the run
+// lock and the read once it is held, Redis calls included (the request's
+// deadline, when sooner, bounds it instead). A Redis that does not answer
+// within d gets the request 503 Service Unavailable. d must be positive.
+// Default [DefaultAcquireTimeout] (1 s).
 func WithIdempotencyAcquireTimeout(d time.Duration) IdempotencyOption {
 	return func(c *idempotencyConfig) {
 		c.acquireTimeout = d
@@ -192,7 +194,7 @@ func WithIdempotencyRetryAfter(d time.Duration) IdempotencyOption {
 // WithIdempotencyLockOptions is [WithLockOptions] for the Idempotency-Key
 // middleware: opts go to every acquisition of a run lock, such as
 // [lock.WithLease]. The middleware adds [lock.WithHoldUntilUnlock] and
-// [lock.WithMaxWait] (the acquire timeout), and names the lock
+// [lock.WithMaxWait] (what is left of the acquire timeout), and names the lock
 // "idempotency" for telemetry unless opts name it.
 func WithIdempotencyLockOptions(opts ...lock.LockOption) IdempotencyOption {
 	return func(c *idempotencyConfig) { c.lockOpts = append(c.lockOpts, opts...) }
