@@ -37,7 +37,8 @@ import (
 //     the body; the handler reads the same body afterwards;
 //   - the answer stored for method, route, scope and K is looked up (one
 //     HMGET). When there is one with the same fingerprint, it is replayed
-//     byte for byte (status, stored headers, body) with the header
+//     byte for byte (status, stored headers, body; trailers are sent with
+//     the first answer only) with the header
 //     Idempotent-Replayed: true and the handler does not run; with another
 //     fingerprint, the answer is 422 Unprocessable Content (the key was
 //     reused for another request);

@@ -2,10 +2,12 @@ package httplock
 
 import (
 	"bufio"
+	"fmt"
 	"maps"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // recorder is the handler's ResponseWriter under the Idempotency-Key
@@ -31,8 +33,12 @@ func newRecorder(w http.ResponseWriter, max int) *recorder {
 func (r *recorder) Header() http.Header { return r.w.Header() }
 
 // WriteHeader records code; informational (1xx) headers other than 101
-// Switching Protocols are sent at once, as they commit nothing.
+// Switching Protocols are sent at once, as they commit nothing. A code
+// that is not three digits panics, as with net/http.
 func (r *recorder) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
 	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
 		r.w.WriteHeader(code)
 		return
@@ -49,6 +55,9 @@ func (r *recorder) WriteHeader(code int) {
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.WriteHeader(http.StatusOK)
+	}
+	if !bodyAllowed(r.status) {
+		return 0, http.ErrBodyNotAllowed // as net/http answers
 	}
 	if r.streamed != "" {
 		return r.w.Write(p)
@@ -114,11 +123,42 @@ func (r *recorder) finish() {
 }
 
 // restoreHeader makes the real header map what it was at WriteHeader:
-// changes the handler made later are not sent, as with net/http.
+// changes the handler made later are not sent, as with net/http, but for
+// the trailers' values (the fields the Trailer header declares, and those
+// named with [http.TrailerPrefix]), which net/http sends after the body.
 func (r *recorder) restoreHeader() {
 	h := r.w.Header()
+	var trailers http.Header
+	for name, vs := range h {
+		if strings.HasPrefix(name, http.TrailerPrefix) || r.declaresTrailer(name) {
+			if trailers == nil {
+				trailers = http.Header{}
+			}
+			trailers[name] = vs
+		}
+	}
 	clear(h)
 	maps.Copy(h, r.header)
+	maps.Copy(h, trailers)
+}
+
+// declaresTrailer reports whether the header as of WriteHeader declares
+// the field name, canonical, a trailer.
+func (r *recorder) declaresTrailer(name string) bool {
+	for _, v := range r.header["Trailer"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if http.CanonicalHeaderKey(strings.TrimSpace(f)) == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// bodyAllowed reports whether an answer of status may have a body: not a
+// 1xx, 204 No Content or 304 Not Modified (RFC 9110).
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
 }
 
 // send writes the held-back answer to the client.
@@ -128,5 +168,7 @@ func (r *recorder) send() {
 	}
 	r.restoreHeader()
 	r.w.WriteHeader(r.status)
-	_, _ = r.w.Write(r.body)
+	if len(r.body) > 0 {
+		_, _ = r.w.Write(r.body)
+	}
 }
