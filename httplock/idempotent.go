@@ -34,7 +34,11 @@ import (
 //     scope (see [WithScope]);
 //   - the body is read, up to [WithMaxRequestBody] (larger: 413), for the
 //     request's fingerprint: SHA-256 of the method, the escaped path and
-//     the body; the handler reads the same body afterwards;
+//     the body; the handler reads the same body afterwards. A body shorter
+//     than its Content-Length, read by an earlier middleware that did not
+//     give it back, is answered 500 (logged at level Error): its
+//     fingerprint would be that of another body (a chunked body read so
+//     cannot be told from an empty one);
 //   - the answer stored for method, route, scope and K is looked up (one
 //     HMGET). When there is one with the same fingerprint, it is replayed
 //     byte for byte (status, stored headers, body; trailers are sent with
@@ -160,6 +164,9 @@ func (m *Idempotency) Serve(w http.ResponseWriter, r *http.Request, route string
 			return
 		}
 	}
+	if route == "" {
+		route = r.URL.Path
+	}
 	body, outcome := m.readBody(r)
 	switch outcome {
 	case "too-large":
@@ -169,9 +176,11 @@ func (m *Idempotency) Serve(w http.ResponseWriter, r *http.Request, route string
 	case "unreadable-body":
 		m.reject(w, r, http.StatusBadRequest, outcome, "the request body could not be read")
 		return
-	}
-	if route == "" {
-		route = r.URL.Path
+	case "consumed-body":
+		m.logger().Error("httplock: the request body was read before the Idempotency-Key middleware",
+			"method", r.Method, "route", route)
+		m.reject(w, r, http.StatusInternalServerError, outcome, "the server read the request body before its fingerprint")
+		return
 	}
 	q := &idemRequest{m: m, r: r, route: route, fp: fingerprint(r.Method, r.URL.EscapedPath(), body)}
 	q.answerKey, q.runKey = keys(m.cfg.prefix, r.Method, route, scope, key)
@@ -199,6 +208,10 @@ func (m *Idempotency) readBody(r *http.Request) (body []byte, outcome string) {
 		return nil, "too-large"
 	case err != nil:
 		return nil, "unreadable-body"
+	case int64(len(body)) < r.ContentLength:
+		// Without an error, a body shorter than its Content-Length was
+		// read before: its fingerprint would be another body's.
+		return nil, "consumed-body"
 	}
 	return body, ""
 }

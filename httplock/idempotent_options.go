@@ -214,7 +214,8 @@ func WithStoreTimeout(d time.Duration) IdempotencyOption {
 }
 
 // WithLogger sets the logger of answers not stored and failed stores
-// (level Warn) and of Redis failures (level Error). Records name the
+// (level Warn) and of Redis failures and bodies read before the
+// middleware (level Error). Records name the
 // method, the route and a digest of the key, never the raw key, the scope
 // or a body. l must not be nil. Default [slog.Default] at each record.
 func WithLogger(l *slog.Logger) IdempotencyOption {
@@ -233,7 +234,8 @@ func WithLogger(l *slog.Logger) IdempotencyOption {
 // flushed, hijacked, lease lost, or a newer answer stored), "store-failed"
 // (ran, Redis failed to store), "replayed", "conflict" (409), "mismatch"
 // (422), "missing-key", "invalid-key", "missing-scope",
-// "unreadable-body" (400), "too-large" (413), "unavailable" (503) and
+// "unreadable-body" (400), "too-large" (413), "consumed-body" (500: an
+// earlier middleware read the body), "unavailable" (503) and
 // "bypass" (no key, not required). fn runs on the request's goroutine
 // and must not be nil; [github.com/lockkit/lockkit/otellock.IdempotencyOutcome]
 // fits it.

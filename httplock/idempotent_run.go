@@ -94,9 +94,13 @@ func (q *idemRequest) unavailable(w http.ResponseWriter) {
 
 // log is the logger with the request's method, route and key digest.
 func (q *idemRequest) log() *slog.Logger {
-	l := q.m.cfg.logger
-	if l == nil {
-		l = slog.Default()
+	return q.m.logger().With("method", q.r.Method, "route", q.route, "key_digest", keyDigest(q.answerKey))
+}
+
+// logger is the logger of [WithLogger], or the default one.
+func (m *Idempotency) logger() *slog.Logger {
+	if m.cfg.logger == nil {
+		return slog.Default()
 	}
-	return l.With("method", q.r.Method, "route", q.route, "key_digest", keyDigest(q.answerKey))
+	return m.cfg.logger
 }
