@@ -171,3 +171,28 @@ func TestReviewIdemGinHijackAndStream(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewIdemGinRecoveryInside: with gin's Recovery after Idempotent
+// in the chain, a handler that panics after writing part of its answer
+// is recovered before Idempotent sees the panic; the 500 Recovery sets
+// comes too late for the status, but the half answer must not be stored
+// and replayed.
+func TestReviewIdemGinRecoveryInside(t *testing.T) {
+	_, rdb := locktest.NewRedis(t)
+	locker := locktest.NewClient(t, rdb)
+	t.Cleanup(func() { released(t) })
+	var runs atomic.Int64
+	r := gin.New()
+	r.POST("/orders/:id/pay", ginlock.Idempotent(locker, rdb), gin.RecoveryWithWriter(io.Discard), func(c *gin.Context) {
+		if runs.Add(1) == 1 {
+			c.String(http.StatusOK, "half")
+			panic("boom")
+		}
+		c.String(http.StatusOK, "paid")
+	})
+	do(r, idemPay("k", ""))
+	released(t)
+	if w := do(r, idemPay("k", "")); w.Body.String() != "paid" || w.Header().Get(httplock.ReplayedHeader) != "" {
+		t.Fatalf("retry %d %q replayed=%q, want the handler to run again", w.Code, w.Body, w.Header().Get(httplock.ReplayedHeader))
+	}
+}

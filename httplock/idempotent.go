@@ -61,8 +61,10 @@ import (
 //     past a client disconnect) and its answer held back (see below);
 //   - when the handler returns, its answer is stored when it is storable:
 //     its status passes [WithStoredStatus] (never a 5xx), its body fits
-//     [WithMaxAnswerBody], the handler did not flush or hijack, and the
-//     lock still holds the key. The store (one script call on one key,
+//     [WithMaxAnswerBody], the handler did not flush or hijack, nor call
+//     WriteHeader with a 5xx status after the header (too late to send,
+//     as with net/http, but the run failed), and the lock still holds the
+//     key. The store (one script call on one key,
 //     bounded by
 //     [WithStoreTimeout]) is fenced by the run lock's fencing token
 //     ([lock.FencingToken]): it is refused when an answer with the same or

@@ -24,6 +24,7 @@ type recorder struct {
 	header   http.Header // the header map as of WriteHeader, as net/http sends it
 	body     []byte
 	streamed string // why the answer went to the client as it came, or ""
+	failed   bool   // a 5xx status came after the header: not stored
 }
 
 func newRecorder(w http.ResponseWriter, max int) *recorder {
@@ -44,7 +45,11 @@ func (r *recorder) WriteHeader(code int) {
 		return
 	}
 	if r.status != 0 {
-		return // the later call is ignored, as net/http does
+		// The later call is ignored, as net/http does; a 5xx one says
+		// the handler failed after its answer began (gin's Recovery
+		// recovering a panic, say), which must not be replayed.
+		r.failed = r.failed || code >= 500
+		return
 	}
 	r.status, r.header = code, r.w.Header().Clone()
 	if r.streamed != "" {

@@ -44,6 +44,8 @@ func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool, t
 	case why != "":
 	case rec.status >= 500 || !cfg.storedStatus(rec.status):
 		return "not-stored" // the app's choice: not worth a log record
+	case rec.failed:
+		why = "the handler set a 5xx status after its answer began"
 	case tracked && !lock.Held(held, q.runKey):
 		why = "the run lock was lost while the handler ran"
 	}

@@ -217,3 +217,25 @@ func equalHeader(a, b http.Header) bool {
 	}
 	return true
 }
+
+// TestReviewIdemLateFailure: a handler that sets a 5xx status after its
+// answer began (too late to send, as with net/http) failed: the answer
+// is sent as it began but not stored.
+func TestReviewIdemLateFailure(t *testing.T) {
+	e := newIdemEnv(t)
+	var runs atomic.Int64
+	h := e.mux(t, func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		_, _ = io.WriteString(w, "half")
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	for range 2 {
+		if w := serve(h, pay("1", "k", "")); w.Code != http.StatusOK || w.Body.String() != "half" || w.Header().Get(ReplayedHeader) != "" {
+			t.Fatalf("answer %d %q %v, want 200 half, not replayed", w.Code, w.Body, w.Header())
+		}
+	}
+	e.checkOutcomes(t, "not-stored", "not-stored")
+	if runs.Load() != 2 {
+		t.Fatalf("the handler ran %d times, want 2", runs.Load())
+	}
+}
