@@ -202,6 +202,9 @@ func (m *Idempotency) readBody(r *http.Request) (body []byte, outcome string) {
 		return nil, "too-large"
 	}
 	if r.Body == nil || r.Body == http.NoBody {
+		if r.ContentLength > 0 {
+			return nil, "consumed-body"
+		}
 		return nil, ""
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.maxRequestBody+1))
