@@ -68,23 +68,30 @@ func send(t *testing.T, s *httptest.Server, method, key, body string) wireAnswer
 // the body reach the client of the first answer, as without the
 // middleware.
 func TestReviewIdemTrailers(t *testing.T) {
-	e := newIdemEnv(t)
-	s := e.server(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Trailer", "X-Sum")
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(http.StatusCreated)
-		_, _ = io.WriteString(w, "body")
-		w.Header().Set("X-Sum", "42")
-		w.Header().Set(http.TrailerPrefix+"X-Late", "7")
-	})
-	a := send(t, s, http.MethodPost, "k", "")
-	if a.status != http.StatusCreated || string(a.body) != "body" {
-		t.Fatalf("answer %d %q", a.status, a.body)
+	for _, flush := range []bool{false, true} {
+		t.Run(map[bool]string{false: "held back", true: "flushed"}[flush], func(t *testing.T) {
+			e := newIdemEnv(t)
+			s := e.server(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Trailer", "X-Sum")
+				w.Header().Set("Content-Type", "text/plain")
+				w.WriteHeader(http.StatusCreated)
+				_, _ = io.WriteString(w, "body")
+				w.Header().Set("X-Sum", "42")
+				if flush { // the trailer was set before the answer streams
+					_ = http.NewResponseController(w).Flush()
+				}
+				w.Header().Set(http.TrailerPrefix+"X-Late", "7")
+			})
+			a := send(t, s, http.MethodPost, "k", "")
+			if a.status != http.StatusCreated || string(a.body) != "body" {
+				t.Fatalf("answer %d %q", a.status, a.body)
+			}
+			if a.trailer.Get("X-Sum") != "42" || a.trailer.Get("X-Late") != "7" {
+				t.Fatalf("trailers %v, want X-Sum: 42 and X-Late: 7", a.trailer)
+			}
+			e.checkOutcomes(t, map[bool]string{false: "ran", true: "not-stored"}[flush])
+		})
 	}
-	if a.trailer.Get("X-Sum") != "42" || a.trailer.Get("X-Late") != "7" {
-		t.Fatalf("trailers %v, want X-Sum: 42 and X-Late: 7", a.trailer)
-	}
-	e.checkOutcomes(t, "ran")
 }
 
 // TestReviewIdemNoBodyStatuses: a handler writing a body with 204 or 304
