@@ -106,8 +106,14 @@ func (r *recorder) FlushError() error {
 func (r *recorder) Flush() { _ = r.FlushError() }
 
 // Hijack hands the connection to the handler; the answer is then not
-// stored.
+// stored. A header the handler wrote before is sent first, as net/http
+// sends it.
 func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if r.status != 0 {
+		if err := r.stream("the handler hijacked the connection"); err != nil {
+			return nil, nil, err
+		}
+	}
 	c, rw, err := http.NewResponseController(r.w).Hijack()
 	if err == nil {
 		r.streamed = "the handler hijacked the connection"

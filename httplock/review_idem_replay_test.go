@@ -13,6 +13,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // wireAnswer is an answer as an HTTP client read it.
@@ -242,6 +245,44 @@ func TestReviewIdemLateFailure(t *testing.T) {
 		}
 	}
 	e.checkOutcomes(t, "not-stored", "not-stored")
+	if runs.Load() != 2 {
+		t.Fatalf("the handler ran %d times, want 2", runs.Load())
+	}
+}
+
+// TestReviewIdemHijackAfterHeader: a handler that writes its header and
+// then hijacks the connection gets the header sent first, as net/http
+// sends it, and the answer is not stored.
+func TestReviewIdemHijackAfterHeader(t *testing.T) {
+	e := newIdemEnv(t)
+	var runs atomic.Int64
+	s := e.server(t, func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("X-Stream", "raw")
+		w.WriteHeader(http.StatusOK)
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("Hijack: %v", err)
+			return
+		}
+		defer conn.Close()
+		_, _ = rw.WriteString("3\r\nabc\r\n0\r\n\r\n") // the chunked body the header announced
+		_ = rw.Flush()
+	})
+	for range 2 {
+		a := send(t, s, http.MethodPost, "k", "")
+		if a.status != http.StatusOK || a.header.Get("X-Stream") != "raw" || string(a.body) != "abc" {
+			t.Fatalf("answer %d %v %q, want 200 X-Stream: raw, abc", a.status, a.header, a.body)
+		}
+		// The client has its answer before the handler returns.
+		locktest.Eventually(t, locktest.Bound(2*time.Second), "the handler's end", func() bool {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return len(e.outcomes) > 0
+		})
+		e.checkOutcomes(t, "not-stored")
+		waitReleased(t)
+	}
 	if runs.Load() != 2 {
 		t.Fatalf("the handler ran %d times, want 2", runs.Load())
 	}
