@@ -231,7 +231,8 @@ func WithLogger(l *slog.Logger) IdempotencyOption {
 // what became of it, with the request's context (where the request's
 // span is): "ran" (the handler ran and its answer is stored),
 // "not-stored" (ran, answer not storable: status filter, too large,
-// flushed, hijacked, lease lost, or a newer answer stored), "store-failed"
+// flushed, hijacked, a 5xx status set after the header, lease lost, or a
+// newer answer stored), "store-failed"
 // (ran, Redis failed to store), "replayed", "conflict" (409), "mismatch"
 // (422), "missing-key", "invalid-key", "missing-scope",
 // "unreadable-body" (400), "too-large" (413), "consumed-body" (500: an
