@@ -1,7 +1,9 @@
 package ginlock
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -21,6 +23,12 @@ import (
 // (its path when no route matched). Use [IdempotencyScope] to keep the
 // answers of different users apart.
 //
+// The body is read for the request's fingerprint. An earlier middleware
+// may read it with [gin.Context.ShouldBindBodyWith] (or its JSON, XML...
+// forms), which keeps it in c; one that consumes it, as ShouldBind does,
+// gets the request 500 when it had a Content-Length (see
+// [httplock.Idempotency]).
+//
 // While the chain runs, c.Request's context is the lock context and
 // c.Writer holds the answer back until the chain returns (see
 // [httplock.Idempotency]); afterwards both are c's own again. When the
@@ -37,6 +45,13 @@ func Idempotent(locker lock.Locker, rdb redis.UniversalClient, opts ...httplock.
 		req, gw := c.Request, c.Writer
 		ran := false
 		r := req.WithContext(context.WithValue(req.Context(), ginContextKey{}, c))
+		if cb, ok := c.Get(gin.BodyBytesKey); ok {
+			// An earlier middleware bound the body with
+			// ShouldBindBodyWith, which read it and kept it here.
+			if b, ok := cb.([]byte); ok {
+				r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+			}
+		}
 		m.Serve(gw, r, c.FullPath(), func(w2 http.ResponseWriter, r2 *http.Request) {
 			ran = true
 			c.Request = r2

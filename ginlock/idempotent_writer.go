@@ -24,8 +24,16 @@ var _ gin.ResponseWriter = (*answerWriter)(nil)
 
 func (a *answerWriter) Header() http.Header { return a.w.Header() }
 
+// WriteHeader sets the status until the header is sent, as gin's writer
+// does; a later call goes on to w, which ignores it, but for a 5xx one
+// (gin's Recovery after a panic), which keeps the answer from being
+// stored.
 func (a *answerWriter) WriteHeader(code int) {
-	if code > 0 && !a.Written() {
+	switch {
+	case code <= 0:
+	case a.Written():
+		a.w.WriteHeader(code)
+	default:
 		a.status = code
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -33,18 +34,25 @@ import (
 //     scope (see [WithScope]);
 //   - the body is read, up to [WithMaxRequestBody] (larger: 413), for the
 //     request's fingerprint: SHA-256 of the method, the escaped path and
-//     the body; the handler reads the same body afterwards;
+//     the body; the handler reads the same body afterwards. A body shorter
+//     than its Content-Length, read by an earlier middleware that did not
+//     give it back, is answered 500 (logged at level Error): its
+//     fingerprint would be that of another body (a chunked body read so
+//     cannot be told from an empty one);
 //   - the answer stored for method, route, scope and K is looked up (one
 //     HMGET). When there is one with the same fingerprint, it is replayed
-//     byte for byte (status, stored headers, body) with the header
+//     byte for byte (status, stored headers, body; trailers are sent with
+//     the first answer only) with the header
 //     Idempotent-Replayed: true and the handler does not run; with another
 //     fingerprint, the answer is 422 Unprocessable Content (the key was
 //     reused for another request);
 //   - otherwise the run lock of the key is taken with TryLock and
 //     [lock.WithHoldUntilUnlock]. When another request holds it (the first
 //     one still runs), the answer is 409 Conflict with Retry-After; when
-//     Redis fails or does not answer within the acquire timeout, 503
-//     Service Unavailable with Retry-After, and the handler does not run
+//     Redis fails or the two lookups and the acquisition together take
+//     longer than the acquire timeout (or the request's deadline, if
+//     sooner), 503 Service Unavailable with Retry-After, and the handler
+//     does not run
 //     (the answers of [New]: see [WithIdempotencyAcquireTimeout],
 //     [WithIdempotencyRetryAfter] and [WithIdempotencyLockOptions]);
 //   - with the lock, the answer is looked up again (the first request may
@@ -53,8 +61,10 @@ import (
 //     past a client disconnect) and its answer held back (see below);
 //   - when the handler returns, its answer is stored when it is storable:
 //     its status passes [WithStoredStatus] (never a 5xx), its body fits
-//     [WithMaxAnswerBody], the handler did not flush or hijack, and the
-//     lock still holds the key. The store (one script call on one key,
+//     [WithMaxAnswerBody], the handler did not flush or hijack, nor call
+//     WriteHeader with a 5xx status after the header (too late to send,
+//     as with net/http, but the run failed), and the lock still holds the
+//     key. The store (one script call on one key,
 //     bounded by
 //     [WithStoreTimeout]) is fenced by the run lock's fencing token
 //     ([lock.FencingToken]): it is refused when an answer with the same or
@@ -156,6 +166,9 @@ func (m *Idempotency) Serve(w http.ResponseWriter, r *http.Request, route string
 			return
 		}
 	}
+	if route == "" {
+		route = r.URL.Path
+	}
 	body, outcome := m.readBody(r)
 	switch outcome {
 	case "too-large":
@@ -165,22 +178,16 @@ func (m *Idempotency) Serve(w http.ResponseWriter, r *http.Request, route string
 	case "unreadable-body":
 		m.reject(w, r, http.StatusBadRequest, outcome, "the request body could not be read")
 		return
-	}
-	if route == "" {
-		route = r.URL.Path
+	case "consumed-body":
+		m.logger().Error("httplock: the request body was read before the Idempotency-Key middleware",
+			"method", r.Method, "route", route)
+		m.reject(w, r, http.StatusInternalServerError, outcome, "the server read the request body before its fingerprint")
+		return
 	}
 	q := &idemRequest{m: m, r: r, route: route, fp: fingerprint(r.Method, r.URL.EscapedPath(), body)}
 	q.answerKey, q.runKey = keys(m.cfg.prefix, r.Method, route, scope, key)
-	if q.replayed(w) {
-		return
-	}
-	held, unlock, err := m.locker.TryLock(r.Context(), q.runKey, m.cfg.lockOpts...)
-	if err != nil {
-		q.notObtained(w, err)
-		return
-	}
-	if q.replayed(w) {
-		httpkit.Release(unlock)
+	held, unlock, answered := q.acquire(w)
+	if answered {
 		return
 	}
 	r2 := r.WithContext(held)
@@ -195,6 +202,9 @@ func (m *Idempotency) readBody(r *http.Request) (body []byte, outcome string) {
 		return nil, "too-large"
 	}
 	if r.Body == nil || r.Body == http.NoBody {
+		if r.ContentLength > 0 {
+			return nil, "consumed-body"
+		}
 		return nil, ""
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.maxRequestBody+1))
@@ -203,6 +213,10 @@ func (m *Idempotency) readBody(r *http.Request) (body []byte, outcome string) {
 		return nil, "too-large"
 	case err != nil:
 		return nil, "unreadable-body"
+	case int64(len(body)) < r.ContentLength:
+		// Without an error, a body shorter than its Content-Length was
+		// read before: its fingerprint would be another body's.
+		return nil, "consumed-body"
 	}
 	return body, ""
 }
@@ -216,12 +230,49 @@ type idemRequest struct {
 	answerKey, runKey string
 }
 
-// replayed answers with the stored answer when there is one (or 422 when
-// it is another request's, 503 when Redis failed), and reports whether it
-// answered.
-func (q *idemRequest) replayed(w http.ResponseWriter) bool {
-	ctx, cancel := context.WithTimeout(q.r.Context(), q.m.cfg.acquireTimeout)
+// acquire is the acquisition phase: the stored answer is read, the run
+// lock taken, and the answer read again, all within one budget, the
+// acquire timeout or the request's deadline if that comes sooner. It
+// returns the lock context and its unlock, or answered true when it
+// answered the request itself (a replay, 409, 422 or 503).
+func (q *idemRequest) acquire(w http.ResponseWriter) (held context.Context, unlock lock.UnlockFunc, answered bool) {
+	budget, cancel := context.WithTimeout(q.r.Context(), q.m.cfg.acquireTimeout)
 	defer cancel()
+	if q.replayed(budget, w) != "" {
+		return nil, nil, true
+	}
+	deadline, _ := budget.Deadline()
+	left := time.Until(deadline)
+	if left <= 0 {
+		q.unavailable(w)
+		return nil, nil, true
+	}
+	// The lock context derives from the request's context: a deadline of
+	// the budget's would end the hold with it. The budget's remainder
+	// bounds the attempt instead.
+	opts := append(q.m.cfg.lockOpts[:len(q.m.cfg.lockOpts):len(q.m.cfg.lockOpts)], lock.WithMaxWait(left))
+	held, unlock, err := q.m.locker.TryLock(q.r.Context(), q.runKey, opts...)
+	if err != nil {
+		q.notObtained(w, err)
+		return nil, nil, true
+	}
+	switch q.replayed(budget, w) {
+	case "":
+		return held, unlock, false
+	case "unavailable":
+		// Redis is failing: the 503 does not wait for the release.
+		go httpkit.Release(unlock)
+	default:
+		httpkit.Release(unlock)
+	}
+	return nil, nil, true
+}
+
+// replayed answers with the stored answer when there is one (or 422 when
+// it is another request's, 503 when Redis failed or ctx, the acquisition
+// budget, ended), and returns the outcome it reported; "" when it did not
+// answer.
+func (q *idemRequest) replayed(ctx context.Context, w http.ResponseWriter) string {
 	a, err := loadAnswer(ctx, q.m.rdb, q.answerKey)
 	switch {
 	case err != nil:
@@ -229,13 +280,13 @@ func (q *idemRequest) replayed(w http.ResponseWriter) bool {
 			q.log().Error("httplock: reading a stored idempotent answer failed", "error", err)
 		}
 		q.unavailable(w)
-		return true
+		return "unavailable"
 	case a == nil:
-		return false
+		return ""
 	case a.fp != q.fp:
 		q.m.reject(w, q.r, http.StatusUnprocessableEntity, "mismatch",
 			"the Idempotency-Key was used for another request")
-		return true
+		return "mismatch"
 	}
 	h := w.Header()
 	for name, vs := range a.header {
@@ -245,7 +296,7 @@ func (q *idemRequest) replayed(w http.ResponseWriter) bool {
 	w.WriteHeader(a.status)
 	_, _ = w.Write(a.body)
 	q.m.cfg.outcome(q.r.Context(), "replayed")
-	return true
+	return "replayed"
 }
 
 // reject answers with a problem body and reports outcome.

@@ -162,10 +162,12 @@ func WithKeyPrefix(p string) IdempotencyOption {
 }
 
 // WithIdempotencyAcquireTimeout is [WithAcquireTimeout] for the
-// Idempotency-Key middleware: it bounds, each, the read of a stored answer
-// and the acquisition of the run lock, Redis calls included; a Redis that
-// does not answer within d gets the request 503 Service Unavailable. d
-// must be positive. Default [DefaultAcquireTimeout] (1 s).
+// Idempotency-Key middleware: it bounds the whole work before the handler
+// runs, together: the read of a stored answer, the acquisition of the run
+// lock and the read once it is held, Redis calls included (the request's
+// deadline, when sooner, bounds it instead). A Redis that does not answer
+// within d gets the request 503 Service Unavailable. d must be positive.
+// Default [DefaultAcquireTimeout] (1 s).
 func WithIdempotencyAcquireTimeout(d time.Duration) IdempotencyOption {
 	return func(c *idempotencyConfig) {
 		c.acquireTimeout = d
@@ -192,7 +194,7 @@ func WithIdempotencyRetryAfter(d time.Duration) IdempotencyOption {
 // WithIdempotencyLockOptions is [WithLockOptions] for the Idempotency-Key
 // middleware: opts go to every acquisition of a run lock, such as
 // [lock.WithLease]. The middleware adds [lock.WithHoldUntilUnlock] and
-// [lock.WithMaxWait] (the acquire timeout), and names the lock
+// [lock.WithMaxWait] (what is left of the acquire timeout), and names the lock
 // "idempotency" for telemetry unless opts name it.
 func WithIdempotencyLockOptions(opts ...lock.LockOption) IdempotencyOption {
 	return func(c *idempotencyConfig) { c.lockOpts = append(c.lockOpts, opts...) }
@@ -212,7 +214,8 @@ func WithStoreTimeout(d time.Duration) IdempotencyOption {
 }
 
 // WithLogger sets the logger of answers not stored and failed stores
-// (level Warn) and of Redis failures (level Error). Records name the
+// (level Warn) and of Redis failures and bodies read before the
+// middleware (level Error). Records name the
 // method, the route and a digest of the key, never the raw key, the scope
 // or a body. l must not be nil. Default [slog.Default] at each record.
 func WithLogger(l *slog.Logger) IdempotencyOption {
@@ -228,10 +231,12 @@ func WithLogger(l *slog.Logger) IdempotencyOption {
 // what became of it, with the request's context (where the request's
 // span is): "ran" (the handler ran and its answer is stored),
 // "not-stored" (ran, answer not storable: status filter, too large,
-// flushed, hijacked, lease lost, or a newer answer stored), "store-failed"
+// flushed, hijacked, a 5xx status set after the header, lease lost, or a
+// newer answer stored), "store-failed"
 // (ran, Redis failed to store), "replayed", "conflict" (409), "mismatch"
 // (422), "missing-key", "invalid-key", "missing-scope",
-// "unreadable-body" (400), "too-large" (413), "unavailable" (503) and
+// "unreadable-body" (400), "too-large" (413), "consumed-body" (500: an
+// earlier middleware read the body), "unavailable" (503) and
 // "bypass" (no key, not required). fn runs on the request's goroutine
 // and must not be nil; [github.com/lockkit/lockkit/otellock.IdempotencyOutcome]
 // fits it.

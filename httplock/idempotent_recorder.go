@@ -2,10 +2,12 @@ package httplock
 
 import (
 	"bufio"
+	"fmt"
 	"maps"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // recorder is the handler's ResponseWriter under the Idempotency-Key
@@ -22,6 +24,7 @@ type recorder struct {
 	header   http.Header // the header map as of WriteHeader, as net/http sends it
 	body     []byte
 	streamed string // why the answer went to the client as it came, or ""
+	failed   bool   // a 5xx status came after the header: not stored
 }
 
 func newRecorder(w http.ResponseWriter, max int) *recorder {
@@ -31,14 +34,22 @@ func newRecorder(w http.ResponseWriter, max int) *recorder {
 func (r *recorder) Header() http.Header { return r.w.Header() }
 
 // WriteHeader records code; informational (1xx) headers other than 101
-// Switching Protocols are sent at once, as they commit nothing.
+// Switching Protocols are sent at once, as they commit nothing. A code
+// that is not three digits panics, as with net/http.
 func (r *recorder) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
 	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
 		r.w.WriteHeader(code)
 		return
 	}
 	if r.status != 0 {
-		return // the later call is ignored, as net/http does
+		// The later call is ignored, as net/http does; a 5xx one says
+		// the handler failed after its answer began (gin's Recovery
+		// recovering a panic, say), which must not be replayed.
+		r.failed = r.failed || code >= 500
+		return
 	}
 	r.status, r.header = code, r.w.Header().Clone()
 	if r.streamed != "" {
@@ -49,6 +60,9 @@ func (r *recorder) WriteHeader(code int) {
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.WriteHeader(http.StatusOK)
+	}
+	if !bodyAllowed(r.status) {
+		return 0, http.ErrBodyNotAllowed // as net/http answers
 	}
 	if r.streamed != "" {
 		return r.w.Write(p)
@@ -92,8 +106,14 @@ func (r *recorder) FlushError() error {
 func (r *recorder) Flush() { _ = r.FlushError() }
 
 // Hijack hands the connection to the handler; the answer is then not
-// stored.
+// stored. A header the handler wrote before is sent first, as net/http
+// sends it.
 func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if r.status != 0 {
+		if err := r.stream("the handler hijacked the connection"); err != nil {
+			return nil, nil, err
+		}
+	}
 	c, rw, err := http.NewResponseController(r.w).Hijack()
 	if err == nil {
 		r.streamed = "the handler hijacked the connection"
@@ -114,11 +134,42 @@ func (r *recorder) finish() {
 }
 
 // restoreHeader makes the real header map what it was at WriteHeader:
-// changes the handler made later are not sent, as with net/http.
+// changes the handler made later are not sent, as with net/http, but for
+// the trailers' values (the fields the Trailer header declares, and those
+// named with [http.TrailerPrefix]), which net/http sends after the body.
 func (r *recorder) restoreHeader() {
 	h := r.w.Header()
+	var trailers http.Header
+	for name, vs := range h {
+		if strings.HasPrefix(name, http.TrailerPrefix) || r.declaresTrailer(name) {
+			if trailers == nil {
+				trailers = http.Header{}
+			}
+			trailers[name] = vs
+		}
+	}
 	clear(h)
 	maps.Copy(h, r.header)
+	maps.Copy(h, trailers)
+}
+
+// declaresTrailer reports whether the header as of WriteHeader declares
+// the field name, canonical, a trailer.
+func (r *recorder) declaresTrailer(name string) bool {
+	for _, v := range r.header["Trailer"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if http.CanonicalHeaderKey(strings.TrimSpace(f)) == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// bodyAllowed reports whether an answer of status may have a body: not a
+// 1xx, 204 No Content or 304 Not Modified (RFC 9110).
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
 }
 
 // send writes the held-back answer to the client.
@@ -128,5 +179,7 @@ func (r *recorder) send() {
 	}
 	r.restoreHeader()
 	r.w.WriteHeader(r.status)
-	_, _ = r.w.Write(r.body)
+	if len(r.body) > 0 {
+		_, _ = r.w.Write(r.body)
+	}
 }

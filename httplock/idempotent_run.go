@@ -44,6 +44,8 @@ func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool, t
 	case why != "":
 	case rec.status >= 500 || !cfg.storedStatus(rec.status):
 		return "not-stored" // the app's choice: not worth a log record
+	case rec.failed:
+		why = "the handler set a 5xx status after its answer began"
 	case tracked && !lock.Held(held, q.runKey):
 		why = "the run lock was lost while the handler ran"
 	}
@@ -94,9 +96,13 @@ func (q *idemRequest) unavailable(w http.ResponseWriter) {
 
 // log is the logger with the request's method, route and key digest.
 func (q *idemRequest) log() *slog.Logger {
-	l := q.m.cfg.logger
-	if l == nil {
-		l = slog.Default()
+	return q.m.logger().With("method", q.r.Method, "route", q.route, "key_digest", keyDigest(q.answerKey))
+}
+
+// logger is the logger of [WithLogger], or the default one.
+func (m *Idempotency) logger() *slog.Logger {
+	if m.cfg.logger == nil {
+		return slog.Default()
 	}
-	return l.With("method", q.r.Method, "route", q.route, "key_digest", keyDigest(q.answerKey))
+	return m.cfg.logger
 }
