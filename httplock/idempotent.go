@@ -34,7 +34,7 @@ import (
 //     scope (see [WithScope]);
 //   - the body is read, up to [WithMaxRequestBody] (larger: 413), for the
 //     request's fingerprint: SHA-256 of the method, the escaped path and
-//     the body; the handler reads the same body afterwards. A body shorter
+//     query, and the body; the handler reads the same body afterwards. A body shorter
 //     than its Content-Length, read by an earlier middleware that did not
 //     give it back, is answered 500 (logged at level Error): its
 //     fingerprint would be that of another body (a chunked body read so
@@ -184,7 +184,7 @@ func (m *Idempotency) Serve(w http.ResponseWriter, r *http.Request, route string
 		m.reject(w, r, http.StatusInternalServerError, outcome, "the server read the request body before its fingerprint")
 		return
 	}
-	q := &idemRequest{m: m, r: r, route: route, fp: fingerprint(r.Method, r.URL.EscapedPath(), body)}
+	q := &idemRequest{m: m, r: r, route: route, fp: fingerprint(r.Method, r.URL.RequestURI(), body)}
 	q.answerKey, q.runKey = keys(m.cfg.prefix, r.Method, route, scope, key)
 	held, unlock, answered := q.acquire(w)
 	if answered {

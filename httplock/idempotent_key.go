@@ -16,8 +16,9 @@ import (
 // "The Idempotency-Key HTTP Request Header Field"). Its value is an RFC
 // 8941 String ("..." with \" and \\ escapes, no parameters), or the key
 // bare, as many clients send it; either way the key is 1 to 255 bytes of
-// visible ASCII (0x21 to 0x7E), and a bare key holds no '"' or ',' (a
-// proxy's folding of two fields). A request with more than one field is
+// printable ASCII: 0x20 to 0x7E in a String (RFC 8941's range), 0x21 to
+// 0x7E bare, and a bare key holds no '"' or ',' (a proxy's folding of two
+// fields). A request with more than one field is
 // answered 400.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
@@ -30,14 +31,14 @@ const maxKeyLen = 255
 var (
 	errNoKey      = errors.New("the request has no Idempotency-Key header")
 	errManyKeys   = errors.New("the request has more than one Idempotency-Key header")
-	errInvalidKey = errors.New("the Idempotency-Key header is not a string of 1 to 255 visible ASCII characters")
+	errInvalidKey = errors.New("the Idempotency-Key header is not a string of 1 to 255 printable ASCII characters")
 )
 
 // parseKey returns the Idempotency-Key of h. The draft makes the field an
 // RFC 8941 Item of type String ("..." with \" and \\ escapes); a bare value,
 // as many clients send, is accepted too. Either way the key is 1 to 255
-// bytes of visible ASCII (0x21 to 0x7E); a bare value has no '"' or ','
-// (a list folded by a proxy), and a quoted one no parameters.
+// bytes of printable ASCII, spaces only in a String; a bare value has no
+// '"' or ',' (a list folded by a proxy), and a quoted one no parameters.
 func parseKey(h http.Header) (string, error) {
 	vs := h.Values(IdempotencyKeyHeader)
 	switch {
@@ -48,7 +49,8 @@ func parseKey(h http.Header) (string, error) {
 	}
 	v := strings.Trim(vs[0], " \t")
 	var key string
-	if strings.HasPrefix(v, `"`) {
+	quoted := strings.HasPrefix(v, `"`)
+	if quoted {
 		var ok bool
 		if key, ok = unquote(v); !ok {
 			return "", errInvalidKey
@@ -63,7 +65,7 @@ func parseKey(h http.Header) (string, error) {
 		return "", errInvalidKey
 	}
 	for i := 0; i < len(key); i++ {
-		if key[i] < 0x21 || key[i] > 0x7e {
+		if key[i] < 0x21 && !(quoted && key[i] == ' ') || key[i] > 0x7e {
 			return "", errInvalidKey
 		}
 	}
@@ -108,12 +110,13 @@ func keys(prefix, method, route, scope, key string) (answer, run string) {
 }
 
 // fingerprint is the request's fingerprint (draft section "Idempotency
-// Fingerprint"): the SHA-256 of its method, escaped path and body, each
-// preceded by its length so that no two requests share the input.
-func fingerprint(method, path string, body []byte) [sha256.Size]byte {
+// Fingerprint"): the SHA-256 of its method, target (the escaped path and
+// query, as sent) and body, each preceded by its length so that no two
+// requests share the input.
+func fingerprint(method, target string, body []byte) [sha256.Size]byte {
 	h := sha256.New()
 	writePart(h, []byte(method))
-	writePart(h, []byte(path))
+	writePart(h, []byte(target))
 	writePart(h, body)
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])

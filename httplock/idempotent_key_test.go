@@ -26,7 +26,8 @@ func TestIdempotentKeyHeader(t *testing.T) {
 		{"unclosed", []string{`"abc`}, http.StatusBadRequest, "invalid-key"},
 		{"parameters", []string{`"abc";p=1`}, http.StatusBadRequest, "invalid-key"},
 		{"bad escape", []string{`"a\b"`}, http.StatusBadRequest, "invalid-key"},
-		{"space", []string{`"a b"`}, http.StatusBadRequest, "invalid-key"},
+		{"space quoted", []string{`" a b "`}, http.StatusCreated, "ran"},
+		{"space bare", []string{"a b"}, http.StatusBadRequest, "invalid-key"},
 		{"not ASCII", []string{"é"}, http.StatusBadRequest, "invalid-key"},
 		{"256 bytes", []string{long + "k"}, http.StatusBadRequest, "invalid-key"},
 	} {

@@ -70,7 +70,10 @@ func TestIdempotentMismatch(t *testing.T) {
 	e.took()
 	checkProblem(t, serve(h, pay("1", "k", "amount=6")), http.StatusUnprocessableEntity) // other body
 	checkProblem(t, serve(h, pay("2", "k", "amount=5")), http.StatusUnprocessableEntity) // other path, same route
-	e.checkOutcomes(t, "mismatch", "mismatch")
+	other := pay("1", "k", "amount=5")
+	other.URL.RawQuery, other.RequestURI = "currency=eur", "/orders/1/pay?currency=eur"
+	checkProblem(t, serve(h, other), http.StatusUnprocessableEntity) // other query
+	e.checkOutcomes(t, "mismatch", "mismatch", "mismatch")
 	if runs.Load() != 1 {
 		t.Fatalf("the handler ran %d times, want 1", runs.Load())
 	}
