@@ -10,7 +10,7 @@ import (
 // A template placeholder {$} names no wildcard: {$} in a ServeMux pattern
 // only anchors the path's end. The route is misconfigured (500), not the
 // request missing a value (400).
-func TestReviewDollarIsNoWildcard(t *testing.T) {
+func TestDollarIsNoWildcard(t *testing.T) {
 	_, locker := newLocker(t)
 	mux := route("GET /{$}", httplock.New(locker, "root:{$}"), ok)
 	checkProblem(t, do(mux, http.MethodGet, "/"), http.StatusInternalServerError)
@@ -18,7 +18,7 @@ func TestReviewDollarIsNoWildcard(t *testing.T) {
 
 // The wildcard of {rest...} is named rest: a placeholder {param.rest...}
 // names none, and the route is misconfigured (500).
-func TestReviewDotsAreNoPartOfTheWildcardName(t *testing.T) {
+func TestDotsAreNoPartOfTheWildcardName(t *testing.T) {
 	_, locker := newLocker(t)
 	mux := route("GET /f/{rest...}", httplock.New(locker, "f:{param.rest...}"), ok)
 	checkProblem(t, do(mux, http.MethodGet, "/f/a"), http.StatusInternalServerError)
@@ -27,7 +27,7 @@ func TestReviewDotsAreNoPartOfTheWildcardName(t *testing.T) {
 // {name...} takes the rest of the path, with the slash before it as gin
 // does, and escaped slashes in it are escaped again in the key; a HEAD
 // request is routed to a GET pattern and takes the same key.
-func TestReviewRestWildcardAndHead(t *testing.T) {
+func TestRestWildcardAndHead(t *testing.T) {
 	_, locker := newLocker(t)
 	entered, leave := make(chan string, 1), make(chan struct{})
 	mux := route("GET /files/{path...}", httplock.New(locker, "files:{path}"), func(w http.ResponseWriter, r *http.Request) {
@@ -53,7 +53,7 @@ func TestReviewRestWildcardAndHead(t *testing.T) {
 // An escaped slash stays inside its path segment: {id} of "/o/a%2Fb" is
 // "a/b", escaped in the key, and the request is not taken for "/o/a/b",
 // which the route does not match.
-func TestReviewEscapedSlashInSegment(t *testing.T) {
+func TestEscapedSlashInSegment(t *testing.T) {
 	rec := &keyRecorder{}
 	mux := route("GET /o/{id}", httplock.New(rec, "o:{id}"), ok)
 	if w := do(mux, http.MethodGet, "/o/a%2Fb"); w.Code != http.StatusOK || len(rec.keys) != 1 || rec.keys[0] != "o:a%2Fb" {
@@ -67,7 +67,7 @@ func TestReviewEscapedSlashInSegment(t *testing.T) {
 // A handler served without a ServeMux has no pattern: a path value is
 // missing (400), other sources work; registered on a pattern without the
 // wildcard, the route is misconfigured (500).
-func TestReviewHandlerWithoutPattern(t *testing.T) {
+func TestHandlerWithoutPattern(t *testing.T) {
 	rec := &keyRecorder{}
 	checkProblem(t, do(httplock.New(rec, "o:{id}")(http.HandlerFunc(ok)), http.MethodGet, "/o/1"), http.StatusBadRequest)
 	if w := do(httplock.New(rec, "o:{query.id}")(http.HandlerFunc(ok)), http.MethodGet, "/o?id=1"); w.Code != http.StatusOK {

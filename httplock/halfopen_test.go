@@ -30,7 +30,7 @@ func proxied(t *testing.T) (*lock.Client, *redis.Client, *locktest.Proxy) {
 // The connection of an acquisition goes half-open: the request, of any
 // kind of hold, is answered within its bound + 100 ms, and its handler
 // runs only while the key is held in Redis.
-func TestReviewHalfOpenAtAcquisition(t *testing.T) {
+func TestHalfOpenAtAcquisition(t *testing.T) {
 	const bound = 300 * time.Millisecond
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
@@ -73,7 +73,7 @@ func TestReviewHalfOpenAtAcquisition(t *testing.T) {
 // handler's context either ends with lock.ErrLost or, the renewal sent
 // again on another connection, stays held, with the key in Redis past
 // the lease; the answer follows the handler by 100 ms at most.
-func TestReviewHalfOpenMidHold(t *testing.T) {
+func TestHalfOpenMidHold(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
@@ -126,7 +126,7 @@ func TestReviewHalfOpenMidHold(t *testing.T) {
 // (the subscription's confirmation): it still gets the key within its
 // wait once the holder releases it, though the release's message never
 // reaches it.
-func TestReviewHalfOpenPubSubWhileWaiting(t *testing.T) {
+func TestHalfOpenPubSubWhileWaiting(t *testing.T) {
 	locker, direct, proxy := proxied(t)
 	other := locktest.NewClient(t, direct)
 	wait := locktest.Bound(5 * time.Second)

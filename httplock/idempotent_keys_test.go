@@ -12,10 +12,10 @@ import (
 	"github.com/lockkit/lockkit/internal/locktest"
 )
 
-// TestReviewIdemKeysNeverShared: the same Idempotency-Key on two routes,
+// TestIdempotentKeysNeverShared: the same Idempotency-Key on two routes,
 // two methods or for two scopes, and tuples that would collide if ':' or
 // '%' were not escaped, each run the handler once.
-func TestReviewIdemKeysNeverShared(t *testing.T) {
+func TestIdempotentKeysNeverShared(t *testing.T) {
 	e := newIdemEnv(t)
 	var runs atomic.Int64
 	m, err := NewIdempotency(e.locker, e.rdb, WithOutcome(e.outcome),
@@ -50,10 +50,10 @@ func TestReviewIdemKeysNeverShared(t *testing.T) {
 	}
 }
 
-// TestReviewIdemKeySyntax: a key of 255 bytes is used and replayed, one
+// TestIdempotentKeySyntax: a key of 255 bytes is used and replayed, one
 // of 256 is 400, as is a bare key with a space (only an RFC 8941 String
 // may hold one) and an unclosed String.
-func TestReviewIdemKeySyntax(t *testing.T) {
+func TestIdempotentKeySyntax(t *testing.T) {
 	e := newIdemEnv(t)
 	var runs atomic.Int64
 	h := e.mux(t, counted(&runs))
@@ -73,10 +73,10 @@ func TestReviewIdemKeySyntax(t *testing.T) {
 	}
 }
 
-// TestReviewIdemLogsHoldNoSecrets drives the outcomes that log (503,
+// TestIdempotentLogsHoldNoSecrets drives the outcomes that log (503,
 // store failed, not stored, a body read before) and checks that no
 // record holds the key, the scope or a body.
-func TestReviewIdemLogsHoldNoSecrets(t *testing.T) {
+func TestIdempotentLogsHoldNoSecrets(t *testing.T) {
 	e := newIdemEnv(t)
 	t.Cleanup(e.srv.Resume)
 	var logs locktest.SyncBuffer

@@ -14,7 +14,7 @@ import (
 // The release is sent before the answer: requests for one key sent one
 // after the other's answer, alternating two replicas with a Client each,
 // are never turned away by the request before them.
-func TestReviewNextRequestOnAnotherReplicaNotTurnedAway(t *testing.T) {
+func TestNextRequestOnAnotherReplicaNotTurnedAway(t *testing.T) {
 	srv := redistest.Start(t)
 	var urls [2]string
 	for i := range urls {

@@ -74,12 +74,12 @@ func answerOf(t *testing.T, post func() (*http.Response, string, error)) (int, s
 	return status, body
 }
 
-// TestReviewIdemStaleReplica runs replica A, whose lock Client reaches
+// TestIdempotentStaleReplica runs replica A, whose lock Client reaches
 // Redis through a proxy, until its lease lapses behind a partition while
 // it still works (in the handler, or with its store on the way), and
 // replica B, with a lock Client of its own, then runs the request again:
 // A's answer never replaces B's.
-func TestReviewIdemStaleReplica(t *testing.T) {
+func TestIdempotentStaleReplica(t *testing.T) {
 	for _, stall := range []string{"handler", "store"} {
 		t.Run(stall, func(t *testing.T) {
 			e := newIdemEnv(t)
@@ -149,10 +149,10 @@ func TestReviewIdemStaleReplica(t *testing.T) {
 	}
 }
 
-// TestReviewIdemRetriesWhileStoring sends retries to both replicas while
+// TestIdempotentRetriesWhileStoring sends retries to both replicas while
 // the first request's answer is being stored: each is 409, the handler
 // never runs twice, and once stored the answer is replayed.
-func TestReviewIdemRetriesWhileStoring(t *testing.T) {
+func TestIdempotentRetriesWhileStoring(t *testing.T) {
 	e := newIdemEnv(t)
 	b := &idemEnv{srv: e.srv, rdb: e.srv.Client(t), locker: locktest.NewClient(t, e.srv.Client(t))}
 	gate := newStoreGate()
@@ -206,10 +206,10 @@ func storesInFlight() int {
 	return strings.Count(string(buf), "httplock.bounded[")
 }
 
-// TestReviewIdemStalledStoreGoroutines stalls Redis (SIGSTOP) when the
+// TestIdempotentStalledStoreGoroutines stalls Redis (SIGSTOP) when the
 // answer is stored: the client gets the handler's answer after the store
 // timeout, and the goroutine of the store ends once Redis resumes.
-func TestReviewIdemStalledStoreGoroutines(t *testing.T) {
+func TestIdempotentStalledStoreGoroutines(t *testing.T) {
 	e := newIdemEnv(t)
 	t.Cleanup(e.srv.Resume)
 	gate := newStoreGate()

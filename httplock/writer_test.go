@@ -18,7 +18,7 @@ import (
 // (http.Flusher, http.ResponseController) and hijacks the connection, and
 // the lock is held until the handler returns, whatever it did with the
 // connection.
-func TestReviewFlushAndHijackHoldTheLock(t *testing.T) {
+func TestFlushAndHijackHoldTheLock(t *testing.T) {
 	rdb, locker := newLocker(t)
 	hijacked := make(chan struct{})
 	mux := http.NewServeMux()
@@ -95,7 +95,7 @@ func TestReviewFlushAndHijackHoldTheLock(t *testing.T) {
 
 // A handler that aborts with http.ErrAbortHandler releases the lock; the
 // server drops the connection without logging.
-func TestReviewAbortHandlerReleases(t *testing.T) {
+func TestAbortHandlerReleases(t *testing.T) {
 	rdb, locker := newLocker(t)
 	mux := route("POST /o/{id}", httplock.New(locker, "o:{id}"), func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "partial")

@@ -16,7 +16,7 @@ import (
 // Requests as clients send them, percent-encoded on the wire, give gin and
 // net/http the same key for awkward values: unicode, '%', spaces, a value
 // that reads as a digest, values long enough to be hashed.
-func TestReviewSameKeysOnTheWire(t *testing.T) {
+func TestSameKeysOnTheWire(t *testing.T) {
 	const tmpl = "t:{header.X-Tenant}:{query.q}:{id}"
 	gr, hr := &keyRecorder{}, &keyRecorder{}
 	g := gin.New()
@@ -48,7 +48,7 @@ func TestReviewSameKeysOnTheWire(t *testing.T) {
 // A catch-all, gin's *path and ServeMux's {path...}, gives both the same
 // key, also for the bare prefix, where gin's value is "/": replicas of
 // either framework sharing a Redis exclude each other.
-func TestReviewSameKeysOfCatchAll(t *testing.T) {
+func TestSameKeysOfCatchAll(t *testing.T) {
 	const tmpl = "files:{path}"
 	gr, hr := &keyRecorder{}, &keyRecorder{}
 	g := gin.New()

@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// TestReviewIdemBodyReadBefore: an outer middleware that read the body
+// TestIdempotentBodyReadBefore: an outer middleware that read the body
 // and did not give it back must not make two bodies share a fingerprint
 // (the second would get the first's answer): the middleware answers 500,
 // the server's fault, and the handler does not run.
-func TestReviewIdemBodyReadBefore(t *testing.T) {
+func TestIdempotentBodyReadBefore(t *testing.T) {
 	e := newIdemEnv(t)
 	var runs atomic.Int64
 	inner := e.mux(t, counted(&runs))
@@ -42,9 +42,9 @@ func TestReviewIdemBodyReadBefore(t *testing.T) {
 	}
 }
 
-// TestReviewIdemBodyNotReadByHandler: a handler that never reads the
+// TestIdempotentBodyNotReadByHandler: a handler that never reads the
 // body still gets its answer stored and replayed; another body is 422.
-func TestReviewIdemBodyNotReadByHandler(t *testing.T) {
+func TestIdempotentBodyNotReadByHandler(t *testing.T) {
 	e := newIdemEnv(t)
 	var runs atomic.Int64
 	h := e.mux(t, func(w http.ResponseWriter, r *http.Request) { runs.Add(1); w.WriteHeader(http.StatusCreated) })
@@ -77,11 +77,11 @@ func (b *slowBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// TestReviewIdemBodyOverHTTP sends bodies over HTTP without a
+// TestIdempotentBodyOverHTTP sends bodies over HTTP without a
 // Content-Length: one over the cap is 413 without running the handler,
 // and a slow one, longer to send than the acquire timeout, is not taken
 // for a stalled Redis.
-func TestReviewIdemBodyOverHTTP(t *testing.T) {
+func TestIdempotentBodyOverHTTP(t *testing.T) {
 	e := newIdemEnv(t)
 	var runs atomic.Int64
 	s := replica(t, e, e.rdb, counted(&runs), WithMaxRequestBody(16), WithIdempotencyAcquireTimeout(200*time.Millisecond))

@@ -67,10 +67,10 @@ func send(t *testing.T, s *httptest.Server, method, key, body string) wireAnswer
 	return a
 }
 
-// TestReviewIdemTrailers: trailers the handler declares and sets after
+// TestIdempotentTrailers: trailers the handler declares and sets after
 // the body reach the client of the first answer, as without the
 // middleware.
-func TestReviewIdemTrailers(t *testing.T) {
+func TestIdempotentTrailers(t *testing.T) {
 	for _, flush := range []bool{false, true} {
 		t.Run(map[bool]string{false: "held back", true: "flushed"}[flush], func(t *testing.T) {
 			e := newIdemEnv(t)
@@ -97,9 +97,9 @@ func TestReviewIdemTrailers(t *testing.T) {
 	}
 }
 
-// TestReviewIdemNoBodyStatuses: a handler writing a body with 204 or 304
+// TestIdempotentNoBodyStatuses: a handler writing a body with 204 or 304
 // is told it may not, as net/http tells it, and no body is stored.
-func TestReviewIdemNoBodyStatuses(t *testing.T) {
+func TestIdempotentNoBodyStatuses(t *testing.T) {
 	for _, status := range []int{http.StatusNoContent, http.StatusNotModified} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			e := newIdemEnv(t)
@@ -126,9 +126,9 @@ func TestReviewIdemNoBodyStatuses(t *testing.T) {
 	}
 }
 
-// TestReviewIdemInvalidStatus: a status net/http refuses panics in the
+// TestIdempotentInvalidStatus: a status net/http refuses panics in the
 // handler, as net/http's own writer does, and nothing is stored.
-func TestReviewIdemInvalidStatus(t *testing.T) {
+func TestIdempotentInvalidStatus(t *testing.T) {
 	e := newIdemEnv(t)
 	h := e.mux(t, func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -147,10 +147,10 @@ func TestReviewIdemInvalidStatus(t *testing.T) {
 	}
 }
 
-// TestReviewIdemReplayExact replays, over HTTP, answers whose exactness
+// TestIdempotentReplayExact replays, over HTTP, answers whose exactness
 // the recorder could lose: HEAD, gzip, no write at all, WriteHeader
 // twice, 103 Early Hints, headers of many values, a binary body.
-func TestReviewIdemReplayExact(t *testing.T) {
+func TestIdempotentReplayExact(t *testing.T) {
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	_, _ = zw.Write(bytes.Repeat([]byte("paid "), 100))
@@ -228,10 +228,10 @@ func equalHeader(a, b http.Header) bool {
 	return true
 }
 
-// TestReviewIdemLateFailure: a handler that sets a 5xx status after its
+// TestIdempotentLateFailure: a handler that sets a 5xx status after its
 // answer began (too late to send, as with net/http) failed: the answer
 // is sent as it began but not stored.
-func TestReviewIdemLateFailure(t *testing.T) {
+func TestIdempotentLateFailure(t *testing.T) {
 	e := newIdemEnv(t)
 	var runs atomic.Int64
 	h := e.mux(t, func(w http.ResponseWriter, r *http.Request) {
@@ -250,10 +250,10 @@ func TestReviewIdemLateFailure(t *testing.T) {
 	}
 }
 
-// TestReviewIdemHijackAfterHeader: a handler that writes its header and
+// TestIdempotentHijackAfterHeader: a handler that writes its header and
 // then hijacks the connection gets the header sent first, as net/http
 // sends it, and the answer is not stored.
-func TestReviewIdemHijackAfterHeader(t *testing.T) {
+func TestIdempotentHijackAfterHeader(t *testing.T) {
 	e := newIdemEnv(t)
 	var runs atomic.Int64
 	s := e.server(t, func(w http.ResponseWriter, r *http.Request) {

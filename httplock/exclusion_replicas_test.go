@@ -18,7 +18,7 @@ import (
 // http.Server, serve reads (RLock) and writes (New) of one key under
 // load: a write never runs beside another write or a read, and every
 // request is served after its wait.
-func TestReviewReadersAndWritersAcrossReplicas(t *testing.T) {
+func TestReadersAndWritersAcrossReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	const replicas, requests = 2, 48
 	var readers, writers atomic.Int32
@@ -86,7 +86,7 @@ func TestReviewReadersAndWritersAcrossReplicas(t *testing.T) {
 // Limit on two replicas with a Client each, under load: never more than
 // limit handlers of one key run at once, and every request is served
 // after its wait.
-func TestReviewLimitAcrossReplicas(t *testing.T) {
+func TestLimitAcrossReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	const replicas, requests, limit = 2, 40, 3
 	var running, most atomic.Int32

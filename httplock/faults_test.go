@@ -34,7 +34,7 @@ var kinds = []struct {
 // ends the handler's context with cause lock.ErrLost once the lease can
 // no longer be known to be held, whatever the kind of hold, and the
 // handler that then returns is answered within 100 ms.
-func TestReviewFaultMidHoldEndsHandlerWithErrLost(t *testing.T) {
+func TestFaultMidHoldEndsHandlerWithErrLost(t *testing.T) {
 	const lease = 600 * time.Millisecond
 	for _, f := range faults[:2] {
 		for _, k := range kinds {
@@ -87,7 +87,7 @@ func TestReviewFaultMidHoldEndsHandlerWithErrLost(t *testing.T) {
 // A Redis that does not answer (SIGSTOP, half-open, closed Client) gets
 // a request of any kind of hold a 503 within its acquisition bound +
 // 100 ms, without running the handler.
-func TestReviewEveryKindAnswers503WithinBound(t *testing.T) {
+func TestEveryKindAnswers503WithinBound(t *testing.T) {
 	const bound = 300 * time.Millisecond
 	for _, f := range faults {
 		for _, k := range kinds {
@@ -133,7 +133,7 @@ func TestReviewEveryKindAnswers503WithinBound(t *testing.T) {
 // A server Shutdown while a handler holds the key lets the handler finish
 // under the lock, then the key is free; no goroutine is left (TestMain's
 // goleak).
-func TestReviewShutdownWhileHolding(t *testing.T) {
+func TestShutdownWhileHolding(t *testing.T) {
 	rdb, locker := newLocker(t)
 	entered, leave := make(chan struct{}), make(chan struct{})
 	var heldAtEnd bool

@@ -69,11 +69,11 @@ func stepsMux(t *testing.T, e *idemEnv, runs *atomic.Int64, budget time.Duration
 	return mux, steps
 }
 
-// TestReviewIdemAcquisitionOneBudget stalls Redis (SIGSTOP) at each step
+// TestIdempotentAcquisitionOneBudget stalls Redis (SIGSTOP) at each step
 // of the acquisition phase after slowing the steps before it: the
 // request is answered 503 within the one acquire timeout, and every read
 // is bounded by the deadline of the first.
-func TestReviewIdemAcquisitionOneBudget(t *testing.T) {
+func TestIdempotentAcquisitionOneBudget(t *testing.T) {
 	const budget = 400 * time.Millisecond
 	const slow = budget * 2 / 5 // each step before the stalled one
 	for stall := 1; stall <= 3; stall++ {
@@ -115,10 +115,10 @@ func TestReviewIdemAcquisitionOneBudget(t *testing.T) {
 	}
 }
 
-// TestReviewIdemAcquisitionBudgetSpent slows the first read and TryLock
+// TestIdempotentAcquisitionBudgetSpent slows the first read and TryLock
 // by more than the acquire timeout together, each by less: the request
 // is answered 503 and the read once locked is never sent.
-func TestReviewIdemAcquisitionBudgetSpent(t *testing.T) {
+func TestIdempotentAcquisitionBudgetSpent(t *testing.T) {
 	const budget = 400 * time.Millisecond
 	e := newIdemEnv(t)
 	t.Cleanup(e.srv.Resume)
@@ -147,10 +147,10 @@ func TestReviewIdemAcquisitionBudgetSpent(t *testing.T) {
 	})
 }
 
-// TestReviewIdemAcquisitionRequestDeadline gives the request a deadline
+// TestIdempotentAcquisitionRequestDeadline gives the request a deadline
 // sooner than the acquire timeout and stalls Redis at the first read:
 // the read is bounded by the request's deadline.
-func TestReviewIdemAcquisitionRequestDeadline(t *testing.T) {
+func TestIdempotentAcquisitionRequestDeadline(t *testing.T) {
 	const budget = 2 * time.Second
 	e := newIdemEnv(t)
 	t.Cleanup(e.srv.Resume)

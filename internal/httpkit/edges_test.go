@@ -10,7 +10,7 @@ import (
 
 // A hint too long to round up without overflow still gives its whole
 // seconds, not 1 (WithRetryAfter accepts any positive duration).
-func TestReviewRetryAfterOfHugeHint(t *testing.T) {
+func TestRetryAfterOfHugeHint(t *testing.T) {
 	for d, want := range map[time.Duration]int{
 		math.MaxInt64:                       int(min(math.MaxInt64/int64(time.Second)+1, math.MaxInt32)),
 		math.MaxInt64 - time.Second/2:       int(min(math.MaxInt64/int64(time.Second)+1, math.MaxInt32)),

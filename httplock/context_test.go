@@ -17,7 +17,7 @@ import (
 // Behind http.TimeoutHandler, the middleware inside it holds the lock
 // while the handler runs after the timeout answered: a second request
 // meanwhile is turned away, and runs of one key never overlap.
-func TestReviewInsideTimeoutHandlerHoldsPastTimeout(t *testing.T) {
+func TestInsideTimeoutHandlerHoldsPastTimeout(t *testing.T) {
 	rdb, locker := newLocker(t)
 	var running, overlaps atomic.Int32
 	finished, leave := make(chan struct{}, 2), make(chan struct{})
@@ -46,7 +46,7 @@ func TestReviewInsideTimeoutHandlerHoldsPastTimeout(t *testing.T) {
 
 // Two middlewares of different keys, nested: the handler holds both, Key
 // is the inner one's, and both are free after it.
-func TestReviewNestedDifferentKeys(t *testing.T) {
+func TestNestedDifferentKeys(t *testing.T) {
 	rdb, locker := newLocker(t)
 	var key string
 	var both bool
@@ -70,7 +70,7 @@ func TestReviewNestedDifferentKeys(t *testing.T) {
 
 // An outer middleware's r.WithContext reaches the handler: its values and
 // its cancellation (the handler's context ends when it does).
-func TestReviewOuterWithContext(t *testing.T) {
+func TestOuterWithContext(t *testing.T) {
 	_, locker := newLocker(t)
 	type ctxKey struct{}
 	var value any
@@ -96,7 +96,7 @@ func TestReviewOuterWithContext(t *testing.T) {
 // Closing the lock Client while handlers run ends each handler's context
 // with cause lock.ErrClosed; each is answered as it returns, and no
 // release is left running.
-func TestReviewCloseWhileHandlersRun(t *testing.T) {
+func TestCloseWhileHandlersRun(t *testing.T) {
 	_, locker := newLocker(t)
 	const n = 3
 	entered := make(chan struct{}, n)
@@ -135,7 +135,7 @@ func TestReviewCloseWhileHandlersRun(t *testing.T) {
 // away) does not run the handler and leaves no hold: it gets the answer
 // of a client that went away while waiting, the conflict answer, which
 // no access log counts as a server failure.
-func TestReviewCancelledRequestLeavesNoHold(t *testing.T) {
+func TestCancelledRequestLeavesNoHold(t *testing.T) {
 	rdb, locker := newLocker(t)
 	ran := false
 	for _, k := range kinds {

@@ -16,7 +16,7 @@ import (
 // An httplock middleware in a gin route (gin.WrapH), behind a ginlock
 // middleware of the same key and Client, re-enters its hold, as a second
 // ginlock middleware would; httplock.Key tells the key.
-func TestReviewHTTPLockInsideGinLockReenters(t *testing.T) {
+func TestHTTPLockInsideGinLockReenters(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	locker := locktest.NewClient(t, rdb)

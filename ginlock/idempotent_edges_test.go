@@ -17,11 +17,11 @@ import (
 	"github.com/lockkit/lockkit/internal/locktest"
 )
 
-// TestReviewIdemGinBoundBody: a middleware before Idempotent that binds
+// TestIdempotentGinBoundBody: a middleware before Idempotent that binds
 // the body with ShouldBindBodyWith (which keeps it in the context) does
 // not make two bodies share a fingerprint; one that binds it with
 // ShouldBind (which consumes it) gets 500, never another body's answer.
-func TestReviewIdemGinBoundBody(t *testing.T) {
+func TestIdempotentGinBoundBody(t *testing.T) {
 	type payment struct {
 		Amount int `json:"amount"`
 	}
@@ -91,10 +91,10 @@ func writerTrace(c *gin.Context) string {
 	return b.String()
 }
 
-// TestReviewIdemGinWriterLikeGins: c.Writer under Idempotent reports
+// TestIdempotentGinWriterLikeGins: c.Writer under Idempotent reports
 // Status, Size and Written as gin's own writer does, the chain aborted
 // in the handler included.
-func TestReviewIdemGinWriterLikeGins(t *testing.T) {
+func TestIdempotentGinWriterLikeGins(t *testing.T) {
 	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	t.Cleanup(func() { released(t) })
@@ -120,10 +120,10 @@ func TestReviewIdemGinWriterLikeGins(t *testing.T) {
 	}
 }
 
-// TestReviewIdemGinHijackAndStream: a handler that hijacks the
+// TestIdempotentGinHijackAndStream: a handler that hijacks the
 // connection or streams with c.Stream over HTTP is not stored, and runs
 // again on a retry.
-func TestReviewIdemGinHijackAndStream(t *testing.T) {
+func TestIdempotentGinHijackAndStream(t *testing.T) {
 	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	t.Cleanup(func() { released(t) })
@@ -172,12 +172,12 @@ func TestReviewIdemGinHijackAndStream(t *testing.T) {
 	}
 }
 
-// TestReviewIdemGinRecoveryInside: with gin's Recovery after Idempotent
+// TestIdempotentGinRecoveryInside: with gin's Recovery after Idempotent
 // in the chain, a handler that panics after writing part of its answer
 // is recovered before Idempotent sees the panic; the 500 Recovery sets
 // comes too late for the status, but the half answer must not be stored
 // and replayed.
-func TestReviewIdemGinRecoveryInside(t *testing.T) {
+func TestIdempotentGinRecoveryInside(t *testing.T) {
 	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	t.Cleanup(func() { released(t) })
