@@ -232,14 +232,13 @@ func WithLogger(l *slog.Logger) IdempotencyOption {
 // span is): "ran" (the handler ran and its answer is stored),
 // "not-stored" (ran, answer not storable: status filter, too large,
 // flushed, hijacked, a 5xx status set after the header, lease lost, or a
-// newer answer stored), "store-failed"
-// (ran, Redis failed to store), "replayed", "conflict" (409), "mismatch"
-// (422), "missing-key", "invalid-key", "missing-scope",
-// "unreadable-body" (400), "too-large" (413), "consumed-body" (500: an
-// earlier middleware read the body), "unavailable" (503) and
-// "bypass" (no key, not required). fn runs on the request's goroutine
-// and must not be nil; [github.com/lockkit/lockkit/otellock.IdempotencyOutcome]
-// fits it.
+// newer answer stored), "store-failed" (ran, Redis failed to store),
+// "replayed", "conflict" (409), "mismatch" (422), "missing-key",
+// "invalid-key", "missing-scope", "unreadable-body" (400), "too-large"
+// (413), "consumed-body" (500: an earlier middleware read the body),
+// "unavailable" (503) and "bypass" (no key, not required). fn runs on
+// the request's goroutine and must not be nil;
+// [github.com/lockkit/lockkit/otellock.IdempotencyOutcome] fits it.
 func WithOutcome(fn func(ctx context.Context, outcome string)) IdempotencyOption {
 	return func(c *idempotencyConfig) {
 		c.outcome = fn
