@@ -1,0 +1,152 @@
+package httplock
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/lock"
+)
+
+// idemEnv is an embedded Redis with a lock Client and a go-redis client
+// on it, and the outcomes the middlewares of the test reported.
+type idemEnv struct {
+	mr     *miniredis.Miniredis
+	rdb    *redis.Client
+	locker *lock.Client
+
+	mu       sync.Mutex
+	outcomes []string
+}
+
+func newIdemEnv(t *testing.T) *idemEnv {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	locker, err := lock.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		waitReleased(t)
+		_ = locker.Close()
+		_ = rdb.Close()
+	})
+	return &idemEnv{mr: mr, rdb: rdb, locker: locker}
+}
+
+// waitReleased waits until the releases running in the background ended.
+func waitReleased(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for releasing.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d releases still running after 5 s", releasing.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// outcome records what the middleware reported.
+func (e *idemEnv) outcome(_ context.Context, o string) {
+	e.mu.Lock()
+	e.outcomes = append(e.outcomes, o)
+	e.mu.Unlock()
+}
+
+// took returns the outcomes reported so far and forgets them.
+func (e *idemEnv) took() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o := e.outcomes
+	e.outcomes = nil
+	return o
+}
+
+// payRoute is the ServeMux pattern of the tests' handler.
+const payRoute = "POST /orders/{id}/pay"
+
+// mux serves h on payRoute under the middleware made with opts; the
+// middleware reports to e.
+func (e *idemEnv) mux(t *testing.T, h http.HandlerFunc, opts ...IdempotencyOption) *http.ServeMux {
+	t.Helper()
+	m, err := NewIdempotency(e.locker, e.rdb, append([]IdempotencyOption{WithOutcome(e.outcome)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(payRoute, m.Handler(h))
+	return mux
+}
+
+// counted is a handler that counts its runs and answers 201 with a body
+// naming the run and echoing the request's body.
+func counted(runs *atomic.Int64) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Location", "/orders/"+r.PathValue("id"))
+		w.Header().Set("X-Run", "yes")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "run "+string(rune('0'+n))+" paid: "+string(body))
+	}
+}
+
+// pay is POST /orders/{id}/pay with an Idempotency-Key of key (none when
+// "") and body.
+func pay(id, key, body string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/orders/"+id+"/pay", strings.NewReader(body))
+	if key != "" {
+		r.Header.Set(IdempotencyKeyHeader, key)
+	}
+	return r
+}
+
+func serve(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// checkProblem fails the test unless w is an RFC 9457 answer of status.
+func checkProblem(t *testing.T, w *httptest.ResponseRecorder, status int) {
+	t.Helper()
+	if w.Code != status {
+		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type = %q, want application/problem+json", ct)
+	}
+	var p struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+	if p.Type != "about:blank" || p.Status != status || p.Title != http.StatusText(status) || p.Detail == "" {
+		t.Fatalf("problem = %+v, want about:blank with status %d", p, status)
+	}
+}
+
+// checkOutcomes fails the test unless e reported want since the last call.
+func (e *idemEnv) checkOutcomes(t *testing.T, want ...string) {
+	t.Helper()
+	got := e.took()
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("outcomes = %q, want %q", got, want)
+	}
+}
