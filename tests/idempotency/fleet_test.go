@@ -175,7 +175,8 @@ func (f *fleet) pay(r request, phase string) answer {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.urls[r.replica]+path,
 		strings.NewReader(fmt.Sprintf(`{"amount":%d}`, r.amount)))
 	if err != nil {
-		f.t.Fatal(err)
+		a.err = err
+		return a
 	}
 	key := r.key
 	if r.quoted {

@@ -25,7 +25,8 @@ const (
 // for byte; a retry after that to every replica is a replay; the key
 // with another body or path gets 422; 409s and 503s carry Retry-After
 // and problem+json; no other 5xx. Incidents are rows: Redis stopped
-// mid-run gives 503s while it is stopped, and changes none of the rest.
+// mid-run answers the requests sent meanwhile within the acquisition
+// bound (1 s + 100 ms), 503s among them, and changes none of the rest.
 func TestIdempotencyOncePerKey(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
