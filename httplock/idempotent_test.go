@@ -369,7 +369,10 @@ func TestNewIdempotencyInvalid(t *testing.T) {
 		"header":           func() error { _, err := NewIdempotency(mr.locker, mr.rdb, WithStoredHeaders("a b")); return err },
 		"nil scope":        func() error { _, err := NewIdempotency(mr.locker, mr.rdb, WithScope(nil)); return err },
 		"nil option":       func() error { _, err := NewIdempotency(mr.locker, mr.rdb, nil); return err },
-		"lock option":      func() error { _, err := NewIdempotency(mr.locker, mr.rdb, WithLockOptions(lock.WithLease(-1))); return err },
+		"lock option": func() error {
+			_, err := NewIdempotency(mr.locker, mr.rdb, WithLockOptions(lock.WithLease(-1)))
+			return err
+		},
 	} {
 		err := call()
 		if !errors.Is(err, lock.ErrInvalid) || !strings.HasPrefix(err.Error(), "httplock: NewIdempotency: ") {
