@@ -243,3 +243,28 @@ func checkStallBound(t *testing.T, answers []answer, stall window) string {
 	return fmt.Sprintf("%d answered, the slowest in %v, the slowest 503 in %v",
 		n, slowest.Round(time.Millisecond), slowest503.Round(time.Millisecond))
 }
+
+// checkRedisKeys checks what the run left in Redis: one stored answer
+// per order (a moved path's request stored none), each with a TTL within
+// the retention (24 h by default), and, within a lease at most, no run
+// lock held.
+func checkRedisKeys(t *testing.T, f *fleet) {
+	t.Helper()
+	stored := answerKeys(f)
+	if len(stored) != orders {
+		t.Errorf("%d answers stored for %d orders", len(stored), orders)
+	}
+	for _, k := range stored {
+		if ttl := f.redis.TTL(k); ttl <= 0 || ttl > httplock.DefaultRetention {
+			t.Errorf("answer %s: TTL %v, want within the retention %v", k, ttl, httplock.DefaultRetention)
+		}
+	}
+	locktest.Eventually(t, onceLease, "no run lock held", func() bool {
+		for _, k := range f.redis.Keys() {
+			if strings.HasPrefix(k, "lockkit:{") && strings.HasSuffix(k, "}") && f.redis.HGet(k, "n") > "0" {
+				return false
+			}
+		}
+		return true
+	})
+}
