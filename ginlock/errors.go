@@ -1,6 +1,10 @@
 package ginlock
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/lockkit/lockkit/internal/httpkit"
+)
 
 // ErrMissingValue is the error, passed to [gin.Context.Error] and to the
 // failure handler, of a request that lacks a value the key template needs:
@@ -9,11 +13,5 @@ import "errors"
 // Redis call. The error's text names the missing value.
 var ErrMissingValue = errors.New("ginlock: key value missing")
 
-// missingError names the value a request lacks; it matches ErrMissingValue.
-type missingError struct {
-	what string // e.g. `query parameter "tenant"`
-}
-
-func (e *missingError) Error() string { return "ginlock: " + e.what + " is missing or empty" }
-
-func (e *missingError) Is(target error) bool { return target == ErrMissingValue }
+// pkg names the package in the errors of its templates.
+var pkg = httpkit.NewPkg("ginlock", ErrMissingValue)

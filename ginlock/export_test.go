@@ -1,4 +1,6 @@
 package ginlock
 
+import "github.com/lockkit/lockkit/internal/httpkit"
+
 // ReleasesInFlight returns how many releases run in the background.
-func ReleasesInFlight() int { return int(releasing.Load()) }
+func ReleasesInFlight() int { return httpkit.ReleasesInFlight() }

@@ -3,10 +3,10 @@ package ginlock
 import (
 	"context"
 	"fmt"
-	"net/http"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/lockkit/lockkit/internal/httpkit"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -64,23 +64,6 @@ func Limit(limiter Limiter, key string, limit int, opts ...Option) gin.HandlerFu
 	if limit < 1 {
 		panic(fmt.Errorf("ginlock: Limit(%q, %d): the limit must be at least 1", key, limit))
 	}
-	m := mustMiddleware("Limit", key, opts, permitKind(limiter, limit))
+	m := mustMiddleware("Limit", key, opts, httpkit.PermitKind(limiter, limit))
 	return func(c *gin.Context) { m.serve(c, nil) }
-}
-
-// permitKind holds one of limit permits of the key, taken with
-// limiter.TryAcquire, or limiter.Acquire to wait.
-func permitKind(limiter Limiter, limit int) kind {
-	return kind{
-		locker: limiter,
-		iface:  "Limiter",
-		take: func(ctx context.Context, key string, wait bool, opts []lock.LockOption) (context.Context, lock.UnlockFunc, error) {
-			if wait {
-				return limiter.Acquire(ctx, key, limit, opts...)
-			}
-			return limiter.TryAcquire(ctx, key, limit, opts...)
-		},
-		status: http.StatusTooManyRequests,
-		full:   fmt.Sprintf("the limit of %d concurrent requests for this resource is reached", limit),
-	}
 }

@@ -2,12 +2,12 @@ package ginlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/lockkit/lockkit/internal/httpkit"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -77,7 +77,7 @@ import (
 // problems as an error. Nothing is checked per request that could be
 // checked here.
 func New(locker lock.Locker, key string, opts ...Option) gin.HandlerFunc {
-	m := mustMiddleware("New", key, opts, lockKind(locker))
+	m := mustMiddleware("New", key, opts, httpkit.LockKind(locker))
 	return func(c *gin.Context) { m.serve(c, nil) }
 }
 
@@ -104,26 +104,20 @@ func Wrap(locker lock.Locker, key string, h gin.HandlerFunc, opts ...Option) gin
 	if h == nil {
 		panic(fmt.Errorf("ginlock: Wrap(%q): nil handler", key))
 	}
-	m := mustMiddleware("Wrap", key, opts, lockKind(locker))
+	m := mustMiddleware("Wrap", key, opts, httpkit.LockKind(locker))
 	return func(c *gin.Context) { m.serve(c, h) }
 }
 
 // mustMiddleware is the middleware of the constructor fn holding key as
 // k says, or a panic naming the problem.
-func mustMiddleware(fn string, key string, opts []Option, k kind) *middleware {
-	m, err := newMiddleware(key, k.status, opts)
-	if err == nil && isNil(k.locker) {
-		err = fmt.Errorf("ginlock: %s(nil %s, %q)", fn, k.iface, key)
-	}
-	if c, ok := k.locker.(integrated); ok && err == nil {
-		if err = c.Integration().CheckLockOptions(m.cfg.lockOpts...); err != nil {
-			err = fmt.Errorf("ginlock: template %q: WithLockOptions: %w", key, err)
-		}
+func mustMiddleware(fn string, key string, opts []Option, k httpkit.Kind) *middleware {
+	m, err := newMiddleware(key, k.BusyStatus, opts)
+	if err == nil {
+		err = m.Use(fn, k)
 	}
 	if err != nil {
 		panic(err)
 	}
-	m.kind = k
 	return m
 }
 
@@ -135,182 +129,77 @@ func Validate(key string, opts ...Option) error {
 	return err
 }
 
-// integrated is a Locker that checks lock options against its own
-// defaults, as a [lock.Client] does through [lock.Integration].
-type integrated interface {
-	Integration() lock.Integration
-}
-
 type middleware struct {
-	kind
-	tmpl *template
-	cfg  config
+	*httpkit.Middleware
+	onFailure func(*gin.Context, error) // nil: answer with a problem body
+	values    map[string]func(*gin.Context) string
 }
 
 // newMiddleware parses key and applies opts; status is the default of
 // the answer to a full key.
 func newMiddleware(key string, status int, opts []Option) (*middleware, error) {
-	t, err := parseTemplate(key)
+	cfg := config{Settings: httpkit.NewSettings(status)}
+	m := &middleware{}
+	var err error
+	m.Middleware, err = httpkit.NewMiddleware(pkg, key, func() (httpkit.Settings, error) {
+		err := cfg.apply(opts)
+		return cfg.Settings, err
+	}, func(t *httpkit.Template) error {
+		m.values, err = httpkit.BindValues(t, cfg.values)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("ginlock: template %q: %w", key, err)
+		return nil, err
 	}
-	cfg, err := newConfig(t, status, opts)
-	if err != nil {
-		return nil, fmt.Errorf("ginlock: template %q: %w", key, err)
-	}
-	return &middleware{tmpl: t, cfg: cfg}, nil
+	m.onFailure = cfg.onFailure
+	return m, nil
 }
-
-// errChainReturned is the cause with which the handler's lock context
-// ends when the chain (or the handler given to Wrap) returns: a handler
-// still running, detached from the chain, must not take it for a client
-// that went away.
-var errChainReturned = fmt.Errorf("ginlock: the handler chain returned and released the lock: %w", lock.ErrNotHeld)
-
-// errOuterEnded turns a Wrap away when the request's chain in which an
-// outer middleware holds the same key has returned before h started (a
-// timeout answered first): that hold is being released. It counts as a
-// held key (409), and the request has had its answer anyway.
-var errOuterEnded = fmt.Errorf("ginlock: the request's hold on the key ended before the wrapped handler started: %w", lock.ErrNotObtained)
 
 // serve runs h, or the rest of the chain when h is nil, holding the
 // request's lock.
 func (m *middleware) serve(c *gin.Context, h gin.HandlerFunc) {
-	key, err := m.tmpl.key(c)
+	key, err := httpkit.Key(m.Tmpl, ginRequest{c, m.values})
 	if err != nil {
 		m.fail(c, err)
 		return
 	}
 	outer := c.Request.Context()
-	// A Wrap re-entering the hold of an outer middleware of the request
-	// keeps that hold until its own hold ends (h and the Wraps inside h
-	// have returned), also when h runs detached from the outer chain.
-	exitOuter := func() {}
-	if in := enclosing(outer, m.locker, key); h != nil && in != nil && lock.Held(outer, key) {
-		if !in.enter() {
-			// The outer chain returned and its hold is being released:
-			// re-entering it would run h without the key.
-			m.fail(c, errOuterEnded)
-			return
+	err = m.Hold(outer, key, h != nil, func(hctx context.Context) {
+		prev, had := c.Get(keyName)
+		c.Set(keyName, key)
+		c.Request = c.Request.WithContext(hctx)
+		defer func() {
+			c.Request = httpkit.Restore(outer, hctx, c.Request)
+			if !had {
+				prev = "" // Key(c) is "" again; the key leaves c.Keys
+			}
+			c.Set(keyName, prev)
+		}()
+		if h == nil {
+			c.Next()
+		} else {
+			h(c)
 		}
-		exitOuter = in.exit
-	}
-	handedOver := false // exitOuter then runs when this hold ends
-	defer func() {
-		if !handedOver {
-			exitOuter()
+	}, func(ended error) {
+		if ended != nil {
+			_ = c.Error(m.Tmpl.Redact(ended))
 		}
-	}()
-	held, unlock, err := m.acquire(outer, key)
+	})
 	if err != nil {
 		m.fail(c, err)
-		return
-	}
-	tracked := lock.Held(held, key)
-	// The handler's context ends before the release is sent, so that a
-	// handler detached from the chain learns it before anyone else can
-	// take the key.
-	lctx, end := context.WithCancelCause(held)
-	inner := &wraps{locker: m.locker}
-	hctx := handlerContext(context.WithValue(lctx, wrapsKey{key}, inner), outer)
-	prev, had := c.Get(keyName)
-	c.Set(keyName, key)
-	c.Request = c.Request.WithContext(hctx)
-	defer func() {
-		c.Request = restore(outer, hctx, c.Request)
-		if !had {
-			prev = "" // Key(c) is "" again; the key leaves c.Keys
-		}
-		c.Set(keyName, prev)
-		if err := holdEnded(held, key, tracked); err != nil {
-			_ = c.Error(m.redacted(err))
-		}
-		handedOver = true
-		inner.afterChain(func() {
-			end(errChainReturned)
-			release(unlock)
-			exitOuter()
-		})
-	}()
-	if h == nil {
-		c.Next()
-	} else {
-		h(c)
 	}
 }
 
 // fail turns the request away: the chain is aborted and the failure
 // handler answers; err goes to c.Error unless the key is merely held.
 func (m *middleware) fail(c *gin.Context, err error) {
-	if !m.busy(err) {
-		_ = c.Error(m.redacted(err))
+	if !httpkit.Busy(err) {
+		_ = c.Error(m.Tmpl.Redact(err))
 	}
 	c.Abort()
-	if m.cfg.onFailure != nil {
-		m.cfg.onFailure(c, err)
+	if m.onFailure != nil {
+		m.onFailure(c, err)
 		return
 	}
-	m.answer(c, err)
-}
-
-// busy reports whether err says that another request holds the key (or
-// the client went away while waiting for it), rather than that Redis did
-// not answer in time. Redis told the holder's lease (or a waiter's turn)
-// when the key was held; without that, a deadline that ended the attempt,
-// the bound's or one a middleware set on the request, cut off a Redis
-// that did not answer.
-func (m *middleware) busy(err error) bool {
-	if !errors.Is(err, lock.ErrNotObtained) {
-		return false
-	}
-	var held *lock.NotObtainedError
-	if errors.As(err, &held) && (held.RemainingLease > 0 || held.Reserved) {
-		return true
-	}
-	return !errors.Is(err, context.DeadlineExceeded)
-}
-
-// redacted names the key template instead of the request's key, which
-// may carry user data; the error it wraps is err.
-func (m *middleware) redacted(err error) error {
-	var missing *missingError
-	if errors.As(err, &missing) || errors.Is(err, errMisconfigured) {
-		return err // names the value or the route, not the key
-	}
-	return &lockError{template: m.tmpl.text, err: err}
-}
-
-type lockError struct {
-	template string
-	err      error
-}
-
-func (e *lockError) Error() string {
-	var why string
-	switch {
-	case errors.Is(e.err, lock.ErrClosed):
-		why = "the lock client is closed"
-	case errors.Is(e.err, lock.ErrLost):
-		why = "the lease was lost"
-	case errors.Is(e.err, lock.ErrNotObtained):
-		why = "Redis did not answer in time"
-	case errors.Is(e.err, lock.ErrInvalid):
-		why = "invalid lock options"
-	default:
-		why = "Redis failed: " + innermost(e.err).Error()
-	}
-	return fmt.Sprintf("ginlock: lock %q: %s", e.template, why)
-}
-
-func (e *lockError) Unwrap() error { return e.err }
-
-// innermost follows the chain of single wrapped errors to its end.
-func innermost(err error) error {
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return err
-		}
-		err = next
-	}
+	m.Refusal.Write(c.Writer, err)
 }

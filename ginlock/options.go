@@ -2,14 +2,11 @@ package ginlock
 
 import (
 	"errors"
-	"fmt"
-	"net/http"
-	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/lockkit/lockkit/internal/httpkit"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -18,21 +15,10 @@ import (
 type Option func(*config)
 
 type config struct {
-	wait           time.Duration
-	waitSet        bool          // WithWait given: Lock instead of TryLock
-	acquireTimeout time.Duration // without WithWait
-	limit          time.Duration // bound of an acquisition: wait or acquireTimeout
-	retryAfter     time.Duration
-	conflictStatus int
-	onFailure      func(*gin.Context, error) // nil: answer with a problem body
-	failureSet     bool
-	lockOpts       []lock.LockOption
-	values         []namedValue
-}
-
-type namedValue struct {
-	name string
-	fn   func(*gin.Context) string
+	httpkit.Settings
+	onFailure  func(*gin.Context, error) // nil: answer with a problem body
+	failureSet bool
+	values     []httpkit.NamedValue[*gin.Context]
 }
 
 // WithWait makes a request whose key is held (for [Limit]: by limit
@@ -42,11 +28,11 @@ type namedValue struct {
 // answer within d the request gets 503. d must be positive. Default: no
 // wait.
 func WithWait(d time.Duration) Option {
-	return func(c *config) { c.wait, c.waitSet = d, true }
+	return func(c *config) { c.Wait, c.WaitSet = d, true }
 }
 
 // DefaultAcquireTimeout bounds an acquisition without [WithWait].
-const DefaultAcquireTimeout = time.Second
+const DefaultAcquireTimeout = httpkit.DefaultAcquireTimeout
 
 // WithAcquireTimeout bounds an acquisition without [WithWait], Redis calls
 // included: when Redis does not answer within d (stalled, unreachable),
@@ -54,12 +40,12 @@ const DefaultAcquireTimeout = time.Second
 // and a connection. d must be positive. Default [DefaultAcquireTimeout]
 // (1 s).
 func WithAcquireTimeout(d time.Duration) Option {
-	return func(c *config) { c.acquireTimeout = d }
+	return func(c *config) { c.AcquireTimeout = d }
 }
 
 // DefaultRetryAfter is the Retry-After hint of answers to turned-away
 // requests.
-const DefaultRetryAfter = time.Second
+const DefaultRetryAfter = httpkit.DefaultRetryAfter
 
 // WithRetryAfter sets the hint sent in the Retry-After header (whole
 // seconds, rounded up, at least 1) of a conflict answer and of a 503. A
@@ -67,7 +53,7 @@ const DefaultRetryAfter = time.Second
 // d must be positive. Default [DefaultRetryAfter] (1 s): a holder usually
 // finishes long before its lease ends, so the lease is a poor hint.
 func WithRetryAfter(d time.Duration) Option {
-	return func(c *config) { c.retryAfter = d }
+	return func(c *config) { c.RetryAfter = d }
 }
 
 // WithConflictStatus sets the HTTP status of the answer to a request whose
@@ -78,7 +64,7 @@ func WithRetryAfter(d time.Duration) Option {
 // handler set with [WithFailureHandler] replaces the answer, status
 // included.
 func WithConflictStatus(code int) Option {
-	return func(c *config) { c.conflictStatus = code }
+	return func(c *config) { c.ConflictStatus = code }
 }
 
 // WithFailureHandler makes fn answer every request the middleware turns
@@ -105,7 +91,7 @@ func WithFailureHandler(fn func(c *gin.Context, err error)) Option {
 // WithName in opts replaces. Default: none, so the [lock.Client]'s
 // defaults hold.
 func WithLockOptions(opts ...lock.LockOption) Option {
-	return func(c *config) { c.lockOpts = append(c.lockOpts, opts...) }
+	return func(c *config) { c.LockOpts = append(c.LockOpts, opts...) }
 }
 
 // WithValue defines the placeholder {value.name} of the key template: its
@@ -115,84 +101,17 @@ func WithLockOptions(opts ...lock.LockOption) Option {
 // Bad Request). fn runs on the request's goroutine before the lock is
 // taken; it must not be nil, and the template must use name.
 func WithValue(name string, fn func(c *gin.Context) string) Option {
-	return func(c *config) { c.values = append(c.values, namedValue{name, fn}) }
+	return func(c *config) { c.values = append(c.values, httpkit.NamedValue[*gin.Context]{Name: name, Fn: fn}) }
 }
 
-// newConfig applies opts and checks them against the parsed template t,
-// to which it binds the WithValue functions; status is the default of
-// the answer to a full key.
-func newConfig(t *template, status int, opts []Option) (config, error) {
-	cfg := config{conflictStatus: status, acquireTimeout: DefaultAcquireTimeout, retryAfter: DefaultRetryAfter}
-	for i, o := range opts {
-		if o == nil {
-			return cfg, fmt.Errorf("option %d is nil", i)
-		}
-		o(&cfg)
+// apply applies opts to c; the settings are checked later, with the
+// template.
+func (c *config) apply(opts []Option) error {
+	if err := httpkit.Apply(c, opts); err != nil {
+		return err
 	}
-	if cfg.failureSet && cfg.onFailure == nil {
-		return cfg, errors.New("WithFailureHandler(nil)")
-	}
-	limit := cfg.acquireTimeout
-	if cfg.waitSet {
-		if cfg.wait <= 0 {
-			return cfg, fmt.Errorf("WithWait(%v): the wait must be positive", cfg.wait)
-		}
-		limit = cfg.wait
-	}
-	if cfg.acquireTimeout <= 0 {
-		return cfg, fmt.Errorf("WithAcquireTimeout(%v): the timeout must be positive", cfg.acquireTimeout)
-	}
-	if cfg.retryAfter <= 0 {
-		return cfg, fmt.Errorf("WithRetryAfter(%v): the hint must be positive", cfg.retryAfter)
-	}
-	if err := (lock.Integration{}).CheckLockOptions(cfg.lockOpts...); err != nil {
-		return cfg, fmt.Errorf("WithLockOptions: %w", err)
-	}
-	// Held until the handler chain returns, whatever the client does.
-	cfg.limit = limit
-	cfg.lockOpts = append(slices.Clip(cfg.lockOpts), lock.WithHoldUntilUnlock(), lock.WithMaxWait(limit))
-	if len(t.text) <= lock.MaxNameLen && utf8.ValidString(t.text) {
-		// The route's lock in telemetry is its template, as http.route is
-		// the route and not the path; WithLockOptions may name it otherwise.
-		cfg.lockOpts = append([]lock.LockOption{lock.WithName(t.text)}, cfg.lockOpts...)
-	}
-	if s := cfg.conflictStatus; s < 400 || s > 599 || http.StatusText(s) == "" {
-		return cfg, fmt.Errorf("WithConflictStatus(%d): want a known 4xx or 5xx status", s)
-	}
-	return cfg, bindValues(t, cfg.values)
-}
-
-// bindValues gives every {value.name} placeholder of t its function:
-// each must have exactly one WithValue, and each WithValue must be used.
-func bindValues(t *template, values []namedValue) error {
-	fns := make(map[string]func(*gin.Context) string, len(values))
-	for _, v := range values {
-		if err := checkName(fromValue, v.name); err != nil {
-			return fmt.Errorf("WithValue(%q): %w", v.name, err)
-		}
-		if v.fn == nil {
-			return fmt.Errorf("WithValue(%q): nil function", v.name)
-		}
-		if fns[v.name] != nil {
-			return fmt.Errorf("WithValue(%q) is given twice", v.name)
-		}
-		fns[v.name] = v.fn
-	}
-	used := make(map[string]bool, len(values))
-	for i := range t.holes {
-		p := &t.holes[i]
-		if p.src != fromValue {
-			continue
-		}
-		if p.fn = fns[p.name]; p.fn == nil {
-			return fmt.Errorf("placeholder {value.%s} has no WithValue(%q, ...)", p.name, p.name)
-		}
-		used[p.name] = true
-	}
-	for _, v := range values {
-		if !used[v.name] {
-			return fmt.Errorf("WithValue(%q): the template has no placeholder {value.%s}", v.name, v.name)
-		}
+	if c.failureSet && c.onFailure == nil {
+		return errors.New("WithFailureHandler(nil)")
 	}
 	return nil
 }

@@ -2,10 +2,10 @@ package ginlock
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/lockkit/lockkit/internal/httpkit"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -44,23 +44,6 @@ type RLocker interface {
 // RLock panics, as New does, when locker is nil or the template or an
 // option is invalid.
 func RLock(locker RLocker, key string, opts ...Option) gin.HandlerFunc {
-	m := mustMiddleware("RLock", key, opts, readKind(locker))
+	m := mustMiddleware("RLock", key, opts, httpkit.ReadKind(locker))
 	return func(c *gin.Context) { m.serve(c, nil) }
-}
-
-// readKind holds a read hold of the key, taken with locker.TryRLock, or
-// locker.RLock to wait.
-func readKind(locker RLocker) kind {
-	return kind{
-		locker: locker,
-		iface:  "RLocker",
-		take: func(ctx context.Context, key string, wait bool, opts []lock.LockOption) (context.Context, lock.UnlockFunc, error) {
-			if wait {
-				return locker.RLock(ctx, key, opts...)
-			}
-			return locker.TryRLock(ctx, key, opts...)
-		},
-		status: http.StatusConflict,
-		full:   "another request writes this resource, or waits to",
-	}
 }

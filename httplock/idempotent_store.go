@@ -35,10 +35,36 @@ var storeScript = redis.NewScript(storeSource)
 // errMalformed is the error of a stored hash that is not an answer.
 var errMalformed = errors.New("httplock: the stored idempotent answer is malformed")
 
-// loadAnswer reads the answer stored under key with one HMGET: nil when
-// there is none.
+// bounded runs call, a Redis call, with ctx and returns its result, or
+// ctx's cause as soon as ctx ends: a go-redis client without
+// ContextTimeoutEnabled keeps waiting for a stalled Redis until its
+// ReadTimeout (3 s by default) passes, and the call then ends in the
+// background.
+func bounded[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := call(ctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, context.Cause(ctx)
+	}
+}
+
+// loadAnswer reads the answer stored under key with one HMGET, bounded by
+// ctx: nil when there is none.
 func loadAnswer(ctx context.Context, rdb redis.UniversalClient, key string) (*storedAnswer, error) {
-	vals, err := rdb.HMGet(ctx, key, "fp", "status", "headers", "body").Result()
+	vals, err := bounded(ctx, func(ctx context.Context) ([]any, error) {
+		return rdb.HMGet(ctx, key, "fp", "status", "headers", "body").Result()
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -65,12 +91,15 @@ func loadAnswer(ctx context.Context, rdb redis.UniversalClient, key string) (*st
 }
 
 // storeAnswer writes a under key with a TTL of retention, fenced by token
-// (0: none, written only where no answer is stored). It reports whether
-// the answer was written; false means a newer answer is stored.
+// (0: none, written only where no answer is stored), bounded by ctx. It
+// reports whether the answer was written; false means a newer answer is
+// stored. When ctx ends first, Redis may still write the answer later.
 func storeAnswer(ctx context.Context, rdb redis.UniversalClient, key string, token uint64, retention time.Duration, a *storedAnswer) (bool, error) {
-	n, err := storeScript.Run(ctx, rdb, []string{key},
-		strconv.FormatUint(token, 10), retention.Milliseconds(),
-		a.fp[:], a.status, encodeHeader(a.header), a.body).Int()
+	headers := encodeHeader(a.header)
+	n, err := bounded(ctx, func(ctx context.Context) (int, error) {
+		return storeScript.Run(ctx, rdb, []string{key}, strconv.FormatUint(token, 10),
+			retention.Milliseconds(), a.fp[:], a.status, headers, a.body).Int()
+	})
 	return n == 1, err
 }
 

@@ -1,4 +1,4 @@
-package ginlock
+package httpkit
 
 import (
 	"context"
@@ -6,12 +6,13 @@ import (
 	"reflect"
 )
 
-// restore gives back, after the handler chain, the request the chain left
+// Restore gives back, after the handler chain, the request the chain left
 // with the cancellation, deadline and values of outer, the context the
 // middleware was given: an outer middleware sees the request's own context
-// again, not the ended lock context, plus the values the inner chain
-// attached (for an access log, say).
-func restore(outer context.Context, lockCtx context.Context, req *http.Request) *http.Request {
+// again, not the ended lock context lockCtx, plus the values the inner
+// chain attached (for an access log, say). It is for frameworks whose
+// middlewares share one request across the chain, as gin's do.
+func Restore(outer context.Context, lockCtx context.Context, req *http.Request) *http.Request {
 	inner := req.Context()
 	if inner == lockCtx {
 		return req.WithContext(outer)

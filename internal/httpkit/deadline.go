@@ -1,4 +1,4 @@
-package ginlock
+package httpkit
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ginlock
+package httpkit
 
 import (
 	"crypto/sha256"
@@ -6,13 +6,12 @@ import (
 	"strings"
 )
 
-// maxPlainValue is the longest escaped value written into a key as it is;
-// longer values are replaced by "%h" and their SHA-256 digest in hex, so
-// every value takes at most maxValueLen bytes of the key.
-const (
-	maxPlainValue = 64
-	maxValueLen   = 2 + 2*sha256.Size
-)
+// MaxValueLen is the most bytes [WriteValue] writes for one value.
+const MaxValueLen = 2 + 2*sha256.Size
+
+// maxPlainValue is the longest escaped value written as it is; longer
+// values are replaced by "%h" and their SHA-256 digest in hex.
+const maxPlainValue = 64
 
 const upperHex = "0123456789ABCDEF"
 
@@ -24,12 +23,13 @@ func unreserved(b byte) bool {
 		b == '-' || b == '.' || b == '_' || b == '~'
 }
 
-// writeValue writes v to b so that distinct values give distinct text made
-// only of unreserved bytes and '%': bytes outside the unreserved set
-// become %XX (upper-case hex), and when that is longer than maxPlainValue
-// the text is "%h" and the hex SHA-256 of v instead. 'h' is no hex digit,
-// so a digest never reads as an escaped value.
-func writeValue(b *strings.Builder, v string) {
+// WriteValue writes v to b so that distinct values give distinct text
+// made only of unreserved bytes (ASCII letters, digits, "-._~") and '%':
+// every other byte becomes %XX (upper-case hex), and when that is longer
+// than 64 bytes the text is "%h" and the hex SHA-256 of v instead ('h' is
+// no hex digit, so a digest never reads as an escaped value). It writes
+// at most [MaxValueLen] bytes.
+func WriteValue(b *strings.Builder, v string) {
 	n := len(v)
 	for i := 0; i < len(v); i++ {
 		if !unreserved(v[i]) {

@@ -1,0 +1,95 @@
+package httplock_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/httplock"
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lock"
+)
+
+// embedded returns a go-redis client of a miniredis, for tests of the
+// middleware's logic, and a lock Client on it; all end with the test,
+// after the releases.
+func embedded(t *testing.T) (*redis.Client, *lock.Client) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	locker := locktest.NewClient(t, rdb)
+	t.Cleanup(func() { released(t) })
+	return rdb, locker
+}
+
+// released waits until the middleware's releases, which run in the
+// background after the handler, have ended.
+func released(t *testing.T) {
+	t.Helper()
+	locktest.Eventually(t, 3*time.Second, "the background releases to end", func() bool {
+		return httplock.ReleasesInFlight() == 0
+	})
+}
+
+// redisKey is the Redis key the lock Client uses for a lock key without
+// braces or '%' (see package lock).
+func redisKey(key string) string { return "lockkit:{" + key + "}" }
+
+// route returns a ServeMux serving pattern with h behind mw.
+func route(pattern string, mw func(http.Handler) http.Handler, h http.HandlerFunc) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle(pattern, mw(h))
+	return mux
+}
+
+// do serves method target on h and returns the response.
+func do(h http.Handler, method, target string) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(method, target, nil))
+	return w
+}
+
+// ok answers 200 "done".
+func ok(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("done")) }
+
+// problemBody is the RFC 9457 body the middleware writes.
+type problemBody struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+}
+
+// checkProblem fails the test unless w is a problem response with status.
+func checkProblem(t *testing.T, w *httptest.ResponseRecorder, status int) problemBody {
+	t.Helper()
+	if w.Code != status {
+		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type = %q, want application/problem+json", ct)
+	}
+	var p problemBody
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+	if p.Type != "about:blank" || p.Status != status || p.Title != http.StatusText(status) || p.Detail == "" {
+		t.Fatalf("problem = %+v, want about:blank with status %d, its title and a detail", p, status)
+	}
+	return p
+}
+
+// hold takes key with locker for the test, as another replica would.
+func hold(t *testing.T, locker lock.Locker, key string, opts ...lock.LockOption) lock.UnlockFunc {
+	t.Helper()
+	_, unlock := locktest.MustLock(t, locker, context.Background(), key, opts...)
+	t.Cleanup(func() { _ = unlock() })
+	return unlock
+}
