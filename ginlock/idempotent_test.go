@@ -1,6 +1,7 @@
 package ginlock_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,12 +19,13 @@ import (
 
 // idempotentRoute is POST /orders/:id/pay under Idempotent with opts,
 // after a middleware that records the status c.Writer reports once the
-// chain returned, and runs h. The lock Client's Close at the end of the
-// test ends the releases still running in the background.
+// chain returned, and runs h, under gin's recovery.
 func idempotentRoute(t *testing.T, rdb redis.UniversalClient, statuses *[]int, h gin.HandlerFunc, opts ...httplock.IdempotencyOption) *gin.Engine {
 	t.Helper()
 	locker := locktest.NewClient(t, rdb)
+	t.Cleanup(func() { released(t) }) // before the Client closes
 	r := gin.New()
+	r.Use(gin.RecoveryWithWriter(io.Discard))
 	r.POST("/orders/:id/pay", func(c *gin.Context) {
 		req := c.Request
 		c.Next()
@@ -106,7 +108,9 @@ func TestIdempotentGinScope(t *testing.T) {
 	_, rdb := locktest.NewRedis(t)
 	var runs atomic.Int64
 	locker := locktest.NewClient(t, rdb)
+	t.Cleanup(func() { released(t) }) // before the Client closes
 	r := gin.New()
+	r.Use(gin.RecoveryWithWriter(io.Discard))
 	r.POST("/orders/:id/pay", func(c *gin.Context) { c.Set("user", c.GetHeader("X-User")) },
 		ginlock.Idempotent(locker, rdb, ginlock.IdempotencyScope(func(c *gin.Context) string { return c.GetString("user") })),
 		func(c *gin.Context) { c.String(http.StatusOK, "run %d", runs.Add(1)) })
@@ -184,5 +188,25 @@ func TestIdempotentGinInvalid(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+func TestIdempotentGinPanic(t *testing.T) {
+	_, rdb := locktest.NewRedis(t)
+	var statuses []int
+	var runs atomic.Int64
+	r := idempotentRoute(t, rdb, &statuses, func(c *gin.Context) {
+		if runs.Add(1) == 1 {
+			c.String(http.StatusOK, "half")
+			panic("boom")
+		}
+		c.String(http.StatusOK, "paid")
+	})
+	if w := do(r, idemPay("k", "")); w.Code != http.StatusInternalServerError || w.Body.Len() != 0 {
+		t.Fatalf("a panicking handler: %d %q, want gin's recovery's 500 and nothing held back", w.Code, w.Body)
+	}
+	released(t)
+	if w := do(r, idemPay("k", "")); w.Code != http.StatusOK || w.Body.String() != "paid" || runs.Load() != 2 {
+		t.Fatalf("the retry: %d %q after %d runs, want the handler to run again", w.Code, w.Body, runs.Load())
 	}
 }

@@ -7,7 +7,6 @@ go 1.24.13
 replace github.com/lockkit/lockkit => ..
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/lockkit/lockkit v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.22.0
 	go.uber.org/goleak v1.3.0
@@ -15,7 +14,6 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 	golang.org/x/sys v0.35.0 // indirect
 )

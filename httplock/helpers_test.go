@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/httplock"
@@ -16,14 +15,13 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// embedded returns a go-redis client of a miniredis, for tests of the
-// middleware's logic, and a lock Client on it; all end with the test,
-// after the releases.
-func embedded(t *testing.T) (*redis.Client, *lock.Client) {
+// newLocker returns a go-redis client of a redis-server started for the
+// test, and a lock Client on it; all end with the test, after the
+// releases. (No embedded Redis: a test-only module that httplock's
+// go.mod requires would join the module graph of every user.)
+func newLocker(t *testing.T) (*redis.Client, *lock.Client) {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
+	_, rdb := locktest.NewRedis(t)
 	locker := locktest.NewClient(t, rdb)
 	t.Cleanup(func() { released(t) })
 	return rdb, locker

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/internal/httpkit"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -39,8 +40,10 @@ import (
 //   - otherwise the run lock of the key is taken with TryLock and
 //     [lock.WithHoldUntilUnlock]. When another request holds it (the first
 //     one still runs), the answer is 409 Conflict with Retry-After; when
-//     Redis fails or does not answer within [WithAcquireTimeout], 503
-//     Service Unavailable with Retry-After, and the handler does not run;
+//     Redis fails or does not answer within the acquire timeout, 503
+//     Service Unavailable with Retry-After, and the handler does not run
+//     (the answers of [New]: see [WithIdempotencyAcquireTimeout],
+//     [WithIdempotencyRetryAfter] and [WithIdempotencyLockOptions]);
 //   - with the lock, the answer is looked up again (the first request may
 //     have finished in between) and replayed if there is one; else the
 //     handler runs with the lock context as its request's context (held
@@ -48,17 +51,25 @@ import (
 //   - when the handler returns, its answer is stored when it is storable:
 //     its status passes [WithStoredStatus] (never a 5xx), its body fits
 //     [WithMaxAnswerBody], the handler did not flush or hijack, and the
-//     lock still holds the key. The store (one script call, bounded by
+//     lock still holds the key. The store (one script call on one key,
+//     bounded by
 //     [WithStoreTimeout]) is fenced by the run lock's fencing token
 //     ([lock.FencingToken]): it is refused when an answer with the same or
 //     a newer token is stored, so a run whose lease lapsed never
 //     overwrites the answer of a later run. A Locker whose lock context
-//     has no token stores with token 0, written only where no answer is
-//     stored. The stored answer has a TTL of [WithRetention];
+//     has no token (a [lock.NewQuorum] Client, a Locker of your own)
+//     stores with token 0, written only where no answer is stored. The
+//     stored answer has a TTL of [WithRetention];
 //   - then the lock is released (the answer waits for the release 100 ms
 //     at most), and the answer is sent. A failed store is logged and the
 //     client gets the handler's answer all the same; a handler that
 //     panics releases the lock, stores nothing, and the panic goes on.
+//
+// An answer is a Redis hash under [WithKeyPrefix] + "answer:" and the
+// escaped method, route, scope and K; the run lock's key is the same
+// with "run:", values escaped as in key templates (see "Key templates"
+// in the package documentation). The two may live in different Redis
+// Cluster slots, or rdb may be another Redis than the locker's.
 //
 // Answers of the middleware itself are RFC 9457 problem bodies. A key
 // held by another request (409), a replay and a mismatch (422) are not
@@ -86,7 +97,7 @@ func NewIdempotency(locker lock.Locker, rdb redis.UniversalClient, opts ...Idemp
 	default:
 		if c, ok := locker.(interface{ Integration() lock.Integration }); ok {
 			if err = c.Integration().CheckLockOptions(cfg.lockOpts...); err != nil {
-				err = fmt.Errorf("WithLockOptions: %w", err)
+				err = fmt.Errorf("WithIdempotencyLockOptions: %w", err)
 			}
 		}
 	}
@@ -166,7 +177,7 @@ func (m *Idempotency) Serve(w http.ResponseWriter, r *http.Request, route string
 		return
 	}
 	if q.replayed(w) {
-		release(unlock)
+		httpkit.Release(unlock)
 		return
 	}
 	r2 := r.WithContext(held)
@@ -211,7 +222,9 @@ func (q *idemRequest) replayed(w http.ResponseWriter) bool {
 	a, err := loadAnswer(ctx, q.m.rdb, q.answerKey)
 	switch {
 	case err != nil:
-		q.log().Error("httplock: reading a stored idempotent answer failed", "error", err)
+		if q.r.Context().Err() == nil { // else the client went away
+			q.log().Error("httplock: reading a stored idempotent answer failed", "error", err)
+		}
 		q.unavailable(w)
 		return true
 	case a == nil:
@@ -234,7 +247,7 @@ func (q *idemRequest) replayed(w http.ResponseWriter) bool {
 
 // reject answers with a problem body and reports outcome.
 func (m *Idempotency) reject(w http.ResponseWriter, r *http.Request, status int, outcome, detail string) {
-	writeProblem(w, status, detail)
+	httpkit.WriteProblem(w, status, detail)
 	m.cfg.outcome(r.Context(), outcome)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/internal/httpkit"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -49,9 +50,9 @@ func newIdemEnv(t *testing.T) *idemEnv {
 func waitReleased(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for releasing.Load() != 0 {
+	for httpkit.ReleasesInFlight() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d releases still running after 5 s", releasing.Load())
+			t.Fatalf("%d releases still running after 5 s", httpkit.ReleasesInFlight())
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -7,11 +7,18 @@ import (
 	"hash"
 	"net/http"
 	"strings"
+
+	"github.com/lockkit/lockkit/internal/httpkit"
 )
 
 // IdempotencyKeyHeader is the request header field that carries the
-// client's key (draft-ietf-httpapi-idempotency-key-header, section
-// "The Idempotency-Key HTTP Request Header Field").
+// client's key (draft-ietf-httpapi-idempotency-key-header-07, section
+// "The Idempotency-Key HTTP Request Header Field"). Its value is an RFC
+// 8941 String ("..." with \" and \\ escapes, no parameters), or the key
+// bare, as many clients send it; either way the key is 1 to 255 bytes of
+// visible ASCII (0x21 to 0x7E), and a bare key holds no '"' or ',' (a
+// proxy's folding of two fields). A request with more than one field is
+// answered 400.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
 // ReplayedHeader marks a replayed answer: its value is "true".
@@ -94,7 +101,7 @@ func keys(prefix, method, route, scope, key string) (answer, run string) {
 	var b strings.Builder
 	for _, v := range []string{method, route, scope, key} {
 		b.WriteByte(':')
-		writeValue(&b, v)
+		httpkit.WriteValue(&b, v)
 	}
 	tail := b.String()[1:]
 	return prefix + "answer:" + tail, prefix + "run:" + tail

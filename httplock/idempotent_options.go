@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/httpkit"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -25,11 +27,6 @@ const (
 	DefaultMaxRequestBody = 1 << 20
 	// DefaultKeyPrefix starts every Redis key the middleware writes.
 	DefaultKeyPrefix = "idempotency:"
-	// DefaultIdempotencyAcquireTimeout bounds the read of a stored answer
-	// and the acquisition of the run lock, each.
-	DefaultIdempotencyAcquireTimeout = time.Second
-	// DefaultIdempotencyRetryAfter is the Retry-After hint of 409 and 503.
-	DefaultIdempotencyRetryAfter = time.Second
 	// DefaultStoreTimeout bounds the write of an answer to Redis.
 	DefaultStoreTimeout = 2 * time.Second
 )
@@ -166,37 +163,40 @@ func WithKeyPrefix(p string) IdempotencyOption {
 	}
 }
 
-// WithAcquireTimeout bounds, each, the read of a stored answer and the
-// acquisition of the run lock, Redis calls included: a Redis that does not
-// answer within d gets the request 503 Service Unavailable. d must be
-// positive. Default [DefaultIdempotencyAcquireTimeout] (1 s).
-func WithAcquireTimeout(d time.Duration) IdempotencyOption {
+// WithIdempotencyAcquireTimeout is [WithAcquireTimeout] for the
+// Idempotency-Key middleware: it bounds, each, the read of a stored answer
+// and the acquisition of the run lock, Redis calls included; a Redis that
+// does not answer within d gets the request 503 Service Unavailable. d
+// must be positive. Default [DefaultAcquireTimeout] (1 s).
+func WithIdempotencyAcquireTimeout(d time.Duration) IdempotencyOption {
 	return func(c *idempotencyConfig) {
 		c.acquireTimeout = d
 		if d <= 0 {
-			c.problem(fmt.Sprintf("WithAcquireTimeout(%v): want a positive timeout", d))
+			c.problem(fmt.Sprintf("WithIdempotencyAcquireTimeout(%v): want a positive timeout", d))
 		}
 	}
 }
 
-// WithRetryAfter sets the hint of the Retry-After header (whole seconds,
-// rounded up, at least 1) of 409 and 503 answers; a 409 never hints later
-// than the running request's remaining lease. d must be positive. Default
-// [DefaultIdempotencyRetryAfter] (1 s).
-func WithRetryAfter(d time.Duration) IdempotencyOption {
+// WithIdempotencyRetryAfter is [WithRetryAfter] for the Idempotency-Key
+// middleware: the hint of the Retry-After header (whole seconds, rounded
+// up, at least 1) of its 409 and 503 answers; a 409 never hints later
+// than the running request's remaining lease. d must be positive.
+// Default [DefaultRetryAfter] (1 s).
+func WithIdempotencyRetryAfter(d time.Duration) IdempotencyOption {
 	return func(c *idempotencyConfig) {
 		c.retryAfter = d
 		if d <= 0 {
-			c.problem(fmt.Sprintf("WithRetryAfter(%v): want a positive hint", d))
+			c.problem(fmt.Sprintf("WithIdempotencyRetryAfter(%v): want a positive hint", d))
 		}
 	}
 }
 
-// WithLockOptions passes opts to every acquisition of a run lock, such as
+// WithIdempotencyLockOptions is [WithLockOptions] for the Idempotency-Key
+// middleware: opts go to every acquisition of a run lock, such as
 // [lock.WithLease]. The middleware adds [lock.WithHoldUntilUnlock] and
 // [lock.WithMaxWait] (the acquire timeout), and names the lock
 // "idempotency" for telemetry unless opts name it.
-func WithLockOptions(opts ...lock.LockOption) IdempotencyOption {
+func WithIdempotencyLockOptions(opts ...lock.LockOption) IdempotencyOption {
 	return func(c *idempotencyConfig) { c.lockOpts = append(c.lockOpts, opts...) }
 }
 
@@ -257,50 +257,32 @@ func newIdempotencyConfig(opts []IdempotencyOption) (idempotencyConfig, error) {
 		storedStatus:   defaultStoredStatus,
 		storedHeaders:  []string{"Content-Type", "Content-Encoding", "Content-Language", "Location"},
 		prefix:         DefaultKeyPrefix,
-		acquireTimeout: DefaultIdempotencyAcquireTimeout,
-		retryAfter:     DefaultIdempotencyRetryAfter,
+		acquireTimeout: DefaultAcquireTimeout,
+		retryAfter:     DefaultRetryAfter,
 		storeTimeout:   DefaultStoreTimeout,
 		outcome:        func(context.Context, string) {},
 	}
-	for i, o := range opts {
-		if o == nil {
-			c.problem(fmt.Sprintf("option %d is nil", i))
-			continue
-		}
-		o(&c)
+	if err := httpkit.Apply(&c, opts); err != nil {
+		c.problem(err.Error())
 	}
 	if len(c.problems) > 0 {
 		return c, fmt.Errorf("%w: %s", lock.ErrInvalid, c.problems[0])
 	}
 	if err := (lock.Integration{}).CheckLockOptions(c.lockOpts...); err != nil {
-		return c, fmt.Errorf("WithLockOptions: %w", err)
+		return c, fmt.Errorf("WithIdempotencyLockOptions: %w", err)
 	}
 	c.lockOpts = append([]lock.LockOption{lock.WithName("idempotency")}, c.lockOpts...)
 	c.lockOpts = append(c.lockOpts, lock.WithHoldUntilUnlock(), lock.WithMaxWait(c.acquireTimeout))
 	return c, nil
 }
 
-// validHeaderName reports whether s is an RFC 9110 field name (a token).
+// validHeaderName reports whether s is an RFC 9110 field name: a token,
+// visible ASCII without delimiters.
 func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
 	for i := 0; i < len(s); i++ {
-		b := s[i]
-		if b <= ' ' || b >= 0x7f || isDelimiter(b) {
+		if b := s[i]; b <= ' ' || b >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, b) >= 0 {
 			return false
 		}
 	}
-	return true
-}
-
-// isDelimiter reports whether b is one of RFC 9110's delimiters, which a
-// token cannot hold.
-func isDelimiter(b byte) bool {
-	for i := 0; i < len(`"(),/:;<=>?@[\]{}`); i++ {
-		if `"(),/:;<=>?@[\]{}`[i] == b {
-			return true
-		}
-	}
-	return false
+	return s != ""
 }

@@ -2,14 +2,15 @@ package httplock
 
 import (
 	"bufio"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
 )
 
 // recorder is the handler's ResponseWriter under the Idempotency-Key
-// middleware. It holds the answer back (status and body up to max bytes;
-// headers go to the real writer's map, unsent) until the handler returns,
+// middleware. It holds the answer back (status, the header as of
+// WriteHeader, and the body up to max bytes) until the handler returns,
 // so that the answer can be stored before the client sees it. A handler
 // that flushes, hijacks the connection or writes more than max bytes
 // makes it stream: what was held back is sent, and so is everything
@@ -17,7 +18,8 @@ import (
 type recorder struct {
 	w        http.ResponseWriter
 	max      int
-	status   int // 0 until the handler writes the header or a body
+	status   int         // 0 until the handler writes the header or a body
+	header   http.Header // the header map as of WriteHeader, as net/http sends it
 	body     []byte
 	streamed string // why the answer went to the client as it came, or ""
 }
@@ -38,7 +40,7 @@ func (r *recorder) WriteHeader(code int) {
 	if r.status != 0 {
 		return // the later call is ignored, as net/http does
 	}
-	r.status = code
+	r.status, r.header = code, r.w.Header().Clone()
 	if r.streamed != "" {
 		r.w.WriteHeader(code)
 	}
@@ -68,9 +70,8 @@ func (r *recorder) stream(why string) error {
 		return nil
 	}
 	r.streamed = why
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
+	r.finish()
+	r.restoreHeader()
 	r.w.WriteHeader(r.status)
 	body := r.body
 	r.body = nil
@@ -108,8 +109,16 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.w }
 // 200 if the handler wrote nothing.
 func (r *recorder) finish() {
 	if r.status == 0 {
-		r.status = http.StatusOK
+		r.status, r.header = http.StatusOK, r.w.Header().Clone()
 	}
+}
+
+// restoreHeader makes the real header map what it was at WriteHeader:
+// changes the handler made later are not sent, as with net/http.
+func (r *recorder) restoreHeader() {
+	h := r.w.Header()
+	clear(h)
+	maps.Copy(h, r.header)
 }
 
 // send writes the held-back answer to the client.
@@ -117,6 +126,7 @@ func (r *recorder) send() {
 	if r.streamed != "" {
 		return
 	}
+	r.restoreHeader()
 	r.w.WriteHeader(r.status)
 	_, _ = r.w.Write(r.body)
 }

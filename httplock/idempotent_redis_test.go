@@ -130,7 +130,7 @@ func TestIdempotentRedisStalled(t *testing.T) {
 		<-proceed
 		_, _ = io.ReadAll(r.Body)
 		_, _ = io.WriteString(w, "paid")
-	}, WithAcquireTimeout(acquire), WithStoreTimeout(store), WithLogger(logger))
+	}, WithIdempotencyAcquireTimeout(acquire), WithStoreTimeout(store), WithLogger(logger))
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(proceed) }) }
 	t.Cleanup(unblock) // a failed test's handler returns before the server closes

@@ -2,12 +2,11 @@ package httplock
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"time"
 
+	"github.com/lockkit/lockkit/internal/httpkit"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -17,24 +16,28 @@ import (
 func (q *idemRequest) run(w http.ResponseWriter, r2 *http.Request, unlock lock.UnlockFunc, next func(http.ResponseWriter, *http.Request)) {
 	held := r2.Context()
 	tracked := lock.Held(held, q.runKey)
+	// The hold's token, taken now: read at the store, after the lease
+	// was lost, it would be 0.
+	token, _ := lock.FencingToken(held, q.runKey) // 0 without a token
 	rec := newRecorder(w, q.m.cfg.maxAnswerBody)
 	returned := false
 	defer func() {
 		if !returned {
-			release(unlock) // the handler panicked: nothing is stored
+			httpkit.Release(unlock) // the handler panicked: nothing is stored
 		}
 	}()
 	next(rec, r2)
 	returned = true
 	rec.finish()
-	outcome := q.store(rec, held, tracked)
-	release(unlock)
+	outcome := q.store(rec, held, tracked, token)
+	httpkit.Release(unlock)
 	rec.send()
 	q.m.cfg.outcome(q.r.Context(), outcome)
 }
 
-// store stores the handler's answer if it may, and returns the outcome.
-func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool) string {
+// store stores the handler's answer if it may, fenced by token, and
+// returns the outcome.
+func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool, token uint64) string {
 	cfg := &q.m.cfg
 	why := rec.streamed
 	switch {
@@ -48,11 +51,9 @@ func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool) s
 		q.log().Warn("httplock: idempotent answer not stored", "reason", why)
 		return "not-stored"
 	}
-	token, _ := lock.FencingToken(held, q.runKey) // 0 without a token
 	a := &storedAnswer{fp: q.fp, status: rec.status, header: http.Header{}, body: rec.body}
-	h := rec.Header()
 	for _, name := range cfg.storedHeaders {
-		if vs := h[name]; len(vs) > 0 {
+		if vs := rec.header[name]; len(vs) > 0 {
 			a.header[name] = vs
 		}
 	}
@@ -72,18 +73,14 @@ func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool) s
 
 // notObtained answers a request whose run lock was not taken.
 func (q *idemRequest) notObtained(w http.ResponseWriter, err error) {
-	var held *lock.NotObtainedError
-	busy := errors.As(err, &held) && (held.RemainingLease > 0 || held.Reserved) ||
-		errors.Is(err, lock.ErrNotObtained) && !errors.Is(err, context.DeadlineExceeded)
-	if !busy {
-		q.log().Error("httplock: taking an idempotency run lock failed", "error", redactedLockError(err))
+	if !httpkit.Busy(err) {
+		if q.r.Context().Err() == nil { // else the client went away
+			q.log().Error("httplock: taking an idempotency run lock failed", "error", httpkit.Reason(err))
+		}
 		q.unavailable(w)
 		return
 	}
-	secs := retryAfterSecs(q.m.cfg.retryAfter)
-	if held != nil && held.RemainingLease > 0 {
-		secs = min(secs, max(int(held.RemainingLease/time.Second), 1))
-	}
+	secs := httpkit.BusyRetryAfter(q.m.cfg.retryAfter, err)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	q.m.reject(w, q.r, http.StatusConflict, "conflict",
 		"a request with this Idempotency-Key is being processed; retry in "+strconv.Itoa(secs)+" s")
@@ -91,7 +88,7 @@ func (q *idemRequest) notObtained(w http.ResponseWriter, err error) {
 
 // unavailable answers 503: Redis failed or did not answer in time.
 func (q *idemRequest) unavailable(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSecs(q.m.cfg.retryAfter)))
+	w.Header().Set("Retry-After", strconv.Itoa(httpkit.RetryAfter(q.m.cfg.retryAfter)))
 	q.m.reject(w, q.r, http.StatusServiceUnavailable, "unavailable", "the idempotency store is unavailable")
 }
 
@@ -102,22 +99,4 @@ func (q *idemRequest) log() *slog.Logger {
 		l = slog.Default()
 	}
 	return l.With("method", q.r.Method, "route", q.route, "key_digest", keyDigest(q.answerKey))
-}
-
-// redactedLockError is err without the lock key, which holds the
-// Idempotency-Key: the kind of failure, or the innermost error of a
-// Redis failure.
-func redactedLockError(err error) string {
-	switch {
-	case errors.Is(err, lock.ErrClosed):
-		return "the lock client is closed"
-	case errors.Is(err, lock.ErrNotObtained):
-		return "Redis did not answer in time"
-	case errors.Is(err, lock.ErrInvalid):
-		return "invalid lock options"
-	}
-	for next := errors.Unwrap(err); next != nil; next = errors.Unwrap(err) {
-		err = next
-	}
-	return "Redis failed: " + err.Error()
 }

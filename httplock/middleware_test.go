@@ -15,7 +15,7 @@ import (
 )
 
 func TestRunsHandlerHoldingLock(t *testing.T) {
-	rdb, locker := embedded(t)
+	rdb, locker := newLocker(t)
 	type seen struct {
 		held, inRedis, tokenOK bool
 		key                    string
@@ -49,7 +49,7 @@ func TestRunsHandlerHoldingLock(t *testing.T) {
 // A held key is answered 409 with a problem body and a Retry-After never
 // later than the holder's remaining lease, and the handler does not run.
 func TestConflict(t *testing.T) {
-	_, locker := embedded(t)
+	_, locker := newLocker(t)
 	hold(t, locker, "orders:42", lock.WithLease(9500*time.Millisecond))
 	ran := false
 	run := func(w http.ResponseWriter, r *http.Request) { ran = true }
@@ -77,7 +77,7 @@ func TestConflict(t *testing.T) {
 }
 
 func TestConflictStatusAndFailureHandler(t *testing.T) {
-	_, locker := embedded(t)
+	_, locker := newLocker(t)
 	hold(t, locker, "orders:42")
 	mux := route("POST /orders/{id}/pay", httplock.New(locker, "orders:{id}", httplock.WithConflictStatus(http.StatusLocked)), ok)
 	checkProblem(t, do(mux, http.MethodPost, "/orders/42/pay"), http.StatusLocked)
@@ -99,7 +99,7 @@ func TestConflictStatusAndFailureHandler(t *testing.T) {
 
 // WithWait makes a request wait for a held key instead of a 409.
 func TestWait(t *testing.T) {
-	_, locker := embedded(t)
+	_, locker := newLocker(t)
 	unlock := hold(t, locker, "orders:42")
 	mux := route("POST /orders/{id}/pay", httplock.New(locker, "orders:{id}", httplock.WithWait(5*time.Second)), ok)
 	done := make(chan int)
@@ -118,7 +118,7 @@ func TestWait(t *testing.T) {
 }
 
 func TestOptionsReachLock(t *testing.T) {
-	rdb, locker := embedded(t)
+	rdb, locker := newLocker(t)
 	var ttl time.Duration
 	mux := route("POST /orders/{id}/pay", httplock.New(locker, "orders:{id}",
 		httplock.WithLockOptions(lock.WithLease(7*time.Second))), func(w http.ResponseWriter, r *http.Request) {
@@ -136,7 +136,7 @@ func TestOptionsReachLock(t *testing.T) {
 // The lock is held until the handler returns: a second request while
 // the first runs gets 409, one after it 200.
 func TestHeldWhileHandlerRuns(t *testing.T) {
-	_, locker := embedded(t)
+	_, locker := newLocker(t)
 	entered, finish := make(chan struct{}), make(chan struct{})
 	mux := route("POST /orders/{id}/pay", httplock.New(locker, "orders:{id}"), func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("slow") != "" {
@@ -165,7 +165,7 @@ func TestHeldWhileHandlerRuns(t *testing.T) {
 // The handler's context ends, with a cause matching lock.ErrNotHeld,
 // when the handler returns.
 func TestHandlerContextEndsWhenHandlerReturns(t *testing.T) {
-	_, locker := embedded(t)
+	_, locker := newLocker(t)
 	var ctx context.Context
 	mux := route("POST /orders/{id}/pay", httplock.New(locker, "orders:{id}"), func(w http.ResponseWriter, r *http.Request) {
 		ctx = r.Context()
@@ -183,7 +183,7 @@ func TestHandlerContextEndsWhenHandlerReturns(t *testing.T) {
 // Limit lets limit requests of a key run at once, and answers the next
 // 429; RLock lets readers run together, never with a writer.
 func TestLimitAndRLock(t *testing.T) {
-	_, locker := embedded(t)
+	_, locker := newLocker(t)
 	const limit = 2
 	entered, finish := make(chan struct{}, limit), make(chan struct{})
 	slow := func(w http.ResponseWriter, r *http.Request) {

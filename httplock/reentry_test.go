@@ -14,7 +14,7 @@ import (
 // hold, as does a Lock of the key with the request's context; inside one
 // of another key, Key is the inner one's and both are held.
 func TestReentry(t *testing.T) {
-	_, locker := embedded(t)
+	_, locker := newLocker(t)
 	type seen struct {
 		key              string
 		heldOrder, heldT bool
@@ -49,7 +49,7 @@ func TestReentry(t *testing.T) {
 // (http.TimeoutHandler) between two httplock middlewares of one key, the
 // outer hold lasts until the inner handler has returned too.
 func TestOuterHoldOutlivesDetachedHandler(t *testing.T) {
-	rdb, locker := embedded(t)
+	rdb, locker := newLocker(t)
 	entered, finish, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer close(finished)
