@@ -210,13 +210,13 @@ func count(answers []answer, match func(answer) bool) int {
 
 // checkStallBound fails t for each answer to a request sent while Redis
 // was stopped (stall) that took longer than the acquisition bound
-// (httplock.DefaultIdempotencyAcquireTimeout) and 100 ms (scaled by
+// (httplock.DefaultAcquireTimeout) and 100 ms (scaled by
 // locktest.Bound): no request waits out a stalled Redis. A run of the
 // handler, slow by itself, is not bounded. It returns a figure: how many
 // were answered, the slowest, and the slowest 503.
 func checkStallBound(t *testing.T, answers []answer, stall window) string {
 	t.Helper()
-	limit := httplock.DefaultIdempotencyAcquireTimeout + locktest.Bound(100*time.Millisecond)
+	limit := httplock.DefaultAcquireTimeout + locktest.Bound(100*time.Millisecond)
 	n, over := 0, 0
 	var slowest, slowest503 time.Duration
 	for _, a := range answers {

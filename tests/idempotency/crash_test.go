@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/httplock"
 	"github.com/lockkit/lockkit/internal/locktest"
 )
 
@@ -23,7 +24,7 @@ const (
 
 // answerPrefix begins the Redis key of every stored answer (the
 // middleware's default prefix).
-const answerPrefix = "idempotency:answer:"
+const answerPrefix = httplock.DefaultKeyPrefix + "answer:"
 
 // TestIdempotencyCrashedRunFreesKeyWithinLease crashes a replica while
 // its handler runs 3 orders, each held at the bank before it pays. While

@@ -38,10 +38,8 @@ func TestIdempotencyOncePerKey(t *testing.T) {
 		contextTimeout bool
 	}{
 		{name: "redis up"},
-		// Fails while the middleware bounds its own Redis calls (the
-		// answer's read, the store) only through go-redis: a default
-		// client waits out the stop, and no 503 comes (see the report
-		// of branch replicas).
+		// A default go-redis client ends a call on a stalled Redis only
+		// at its ReadTimeout (3 s): the middleware bounds its own calls.
 		{name: "redis stopped mid-run", stall: onceStall},
 		{name: "redis stopped mid-run, go-redis ContextTimeoutEnabled", stall: onceStall, contextTimeout: true},
 	} {
