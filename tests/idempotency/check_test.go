@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,7 +62,7 @@ func checkAnswer(a answer, stall window) error {
 	if !stall.zero() {
 		allowed = append(allowed, http.StatusServiceUnavailable)
 	}
-	if !contains(allowed, a.status) {
+	if !slices.Contains(allowed, a.status) {
 		return fmt.Errorf("status %d, want one of %v in phase %s", a.status, allowed, a.phase)
 	}
 	ct := a.header.Get("Content-Type")
@@ -158,15 +159,6 @@ func checkOrder(b *bank, o int, answers []answer) []error {
 		}
 	}
 	return errs
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // tally counts answers by phase and status ("timeout" for a client's
