@@ -26,6 +26,10 @@ const (
 // middleware's default prefix).
 const answerPrefix = httplock.DefaultKeyPrefix + "answer:"
 
+// runPrefix begins the name of every run lock's key (inside the lock
+// Client's braces).
+const runPrefix = httplock.DefaultKeyPrefix + "run:"
+
 // TestIdempotencyCrashedRunFreesKeyWithinLease crashes a replica while
 // its handler runs 3 orders, each held at the bank before it pays. While
 // it runs, a duplicate to another replica gets 409; once it crashed,

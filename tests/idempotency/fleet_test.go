@@ -32,15 +32,18 @@ type fleet struct {
 	urls   []string // replica i's base URL
 	procs  []*exec.Cmd
 	client *http.Client
+	proxy  *locktest.Proxy // between replica 0 and Redis, with fleetConfig.proxied
 }
 
-// fleetConfig sets the replicas' lock lease, store timeout, and whether
+// fleetConfig sets the replicas' lock lease, store timeout, whether
 // their go-redis clients have ContextTimeoutEnabled (always with
-// LOCKKIT_CONTEXT_TIMEOUT=1).
+// LOCKKIT_CONTEXT_TIMEOUT=1), and whether replica 0 reaches Redis
+// through a proxy.
 type fleetConfig struct {
 	lease          time.Duration
 	storeTimeout   time.Duration
 	contextTimeout bool
+	proxied        bool // replica 0 reaches Redis through a locktest.Proxy
 }
 
 // startFleet starts Redis, the bank and the replicas. When the test
@@ -52,9 +55,16 @@ func startFleet(t testing.TB, cfg fleetConfig) *fleet {
 	f.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	t.Cleanup(f.client.CloseIdleConnections)
 	t.Cleanup(f.dumpLogs)
+	if cfg.proxied {
+		f.proxy = locktest.StartProxy(t, r.Addr)
+	}
 	for i := range replicas {
+		redisAddr := r.Addr
+		if i == 0 && f.proxy != nil {
+			redisAddr = f.proxy.Addr()
+		}
 		rc := replicaConfig{
-			Name: replicaName(i), Dir: f.dir, Redis: r.Addr, Bank: f.bank.URL,
+			Name: replicaName(i), Dir: f.dir, Redis: redisAddr, Bank: f.bank.URL,
 			Lease: cfg.lease, StoreTimeout: cfg.storeTimeout,
 			ContextTimeout: cfg.contextTimeout || redistest.ContextTimeout(),
 		}
