@@ -260,3 +260,20 @@ func checkRedisKeys(t *testing.T, f *fleet) {
 		return true
 	})
 }
+
+// checkLogs fails t when the replicas' logs carry a request's raw
+// Idempotency-Key or a part of its body: the middleware logs neither.
+func checkLogs(t *testing.T, f *fleet, answers []answer) {
+	t.Helper()
+	logs := f.logs()
+	if strings.Contains(logs, `"amount"`) {
+		t.Errorf("a request body in the replicas' logs")
+	}
+	seen := map[string]bool{}
+	for _, a := range answers {
+		if !seen[a.key] && strings.Contains(logs, a.key) {
+			t.Errorf("the raw Idempotency-Key %q in the replicas' logs", a.key)
+		}
+		seen[a.key] = true
+	}
+}

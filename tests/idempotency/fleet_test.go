@@ -96,6 +96,16 @@ func (f *fleet) dumpLogs() {
 	}
 }
 
+// logs returns the replicas' logs, all of them.
+func (f *fleet) logs() string {
+	var b strings.Builder
+	for i := range f.urls {
+		l, _ := os.ReadFile(filepath.Join(f.dir, replicaName(i)+".log"))
+		b.Write(l)
+	}
+	return b.String()
+}
+
 // outcomes returns the Idempotency outcomes counted by every replica
 // still running, summed.
 func (f *fleet) outcomes() map[string]int {

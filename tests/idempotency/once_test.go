@@ -25,9 +25,10 @@ const (
 // for byte; a retry after that to every replica is a replay; the key
 // with another body or path gets 422; 409s and 503s carry Retry-After
 // and problem+json; no other 5xx. Redis keeps one answer per order,
-// with a TTL, and no run lock. Incidents are rows: Redis stopped
-// mid-run answers the requests sent meanwhile within the acquisition
-// bound (1 s + 100 ms), 503s among them, and changes none of the rest.
+// with a TTL, and no run lock; the replicas' logs carry no key or body.
+// Incidents are rows: Redis stopped mid-run answers the requests sent
+// meanwhile within the acquisition bound (1 s + 100 ms), 503s among
+// them, and changes none of the rest.
 func TestIdempotencyOncePerKey(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -61,6 +62,7 @@ func TestIdempotencyOncePerKey(t *testing.T) {
 			elapsed := time.Since(start)
 			checkAnswers(t, f.bank, answers, stall)
 			checkRedisKeys(t, f)
+			checkLogs(t, f, answers)
 			outcomes := f.outcomes()
 			if outcomes["ran"] != orders || outcomes["store-failed"] != 0 || outcomes["not-stored"] != 0 {
 				t.Errorf("replicas' outcomes %v: want ran %d, no store-failed, no not-stored", outcomes, orders)
