@@ -20,7 +20,10 @@ import (
 // key runs the handler under a lock and its answer is stored in Redis; a
 // retry with the same key gets that answer replayed. [Idempotency.Handler]
 // serves net/http, [Idempotency.Serve] other routers (package ginlock
-// adapts it to gin). It is safe for concurrent use.
+// adapts it to gin). It is safe for concurrent use. The answers follow the
+// draft's sections "Idempotency Enforcement Scenarios" and "Error
+// Scenarios"; the lookup key is the composite (method, route, scope, key)
+// its "Security Considerations" recommend.
 //
 // For each request, with K the value of its Idempotency-Key header:
 //   - without the header, the handler runs as if there were no middleware

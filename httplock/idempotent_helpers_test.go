@@ -12,17 +12,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/httpkit"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
-// idemEnv is an embedded Redis with a lock Client and a go-redis client
-// on it, and the outcomes the middlewares of the test reported.
+// idemEnv is a redis-server started for the test, with a lock Client and
+// a go-redis client on it, and the outcomes the middlewares of the test
+// reported.
 type idemEnv struct {
-	mr     *miniredis.Miniredis
+	srv    *locktest.Redis // the test's direct reads and writes
 	rdb    *redis.Client
 	locker *lock.Client
 
@@ -32,18 +33,10 @@ type idemEnv struct {
 
 func newIdemEnv(t *testing.T) *idemEnv {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	locker, err := lock.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		waitReleased(t)
-		_ = locker.Close()
-		_ = rdb.Close()
-	})
-	return &idemEnv{mr: mr, rdb: rdb, locker: locker}
+	srv, rdb := locktest.NewRedis(t)
+	locker := locktest.NewClient(t, rdb)
+	t.Cleanup(func() { waitReleased(t) }) // before the Client closes
+	return &idemEnv{srv: srv, rdb: rdb, locker: locker}
 }
 
 // waitReleased waits until the releases running in the background ended.

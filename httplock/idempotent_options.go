@@ -39,7 +39,6 @@ type idempotencyConfig struct {
 	storedStatus   func(int) bool
 	storedHeaders  []string // canonical names
 	scope          func(*http.Request) string
-	scopeSet       bool
 	prefix         string
 	acquireTimeout time.Duration
 	retryAfter     time.Duration
@@ -47,7 +46,6 @@ type idempotencyConfig struct {
 	lockOpts       []lock.LockOption
 	logger         *slog.Logger
 	outcome        func(context.Context, string)
-	outcomeSet     bool
 	problems       []string // options given invalid values
 }
 
@@ -144,7 +142,7 @@ func WithStoredHeaders(names ...string) IdempotencyOption {
 // must not be nil. Default: no scope (method and route only).
 func WithScope(fn func(*http.Request) string) IdempotencyOption {
 	return func(c *idempotencyConfig) {
-		c.scope, c.scopeSet = fn, true
+		c.scope = fn
 		if fn == nil {
 			c.problem("WithScope(nil)")
 		}
@@ -239,7 +237,7 @@ func WithLogger(l *slog.Logger) IdempotencyOption {
 // fits it.
 func WithOutcome(fn func(ctx context.Context, outcome string)) IdempotencyOption {
 	return func(c *idempotencyConfig) {
-		c.outcome, c.outcomeSet = fn, true
+		c.outcome = fn
 		if fn == nil {
 			c.problem("WithOutcome(nil)")
 		}

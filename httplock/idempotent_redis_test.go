@@ -19,15 +19,6 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// realEnv is idemEnv on a real redis-server.
-func realEnv(t *testing.T) (*idemEnv, *locktest.Redis) {
-	t.Helper()
-	srv, rdb := locktest.NewRedis(t)
-	locker := locktest.NewClient(t, rdb)
-	t.Cleanup(func() { waitReleased(t) }) // before the Client closes
-	return &idemEnv{rdb: rdb, locker: locker}, srv
-}
-
 // replica serves the test's handler under a middleware of its own lock
 // Client over HTTP, as one process of a service; answers are kept in rdb.
 func replica(t *testing.T, e *idemEnv, rdb redis.UniversalClient, h http.HandlerFunc, opts ...IdempotencyOption) *httptest.Server {
@@ -59,7 +50,8 @@ func post(ctx context.Context, s *httptest.Server, key, body string) (*http.Resp
 }
 
 func TestIdempotentDuplicatesAcrossClients(t *testing.T) {
-	e1, srv := realEnv(t)
+	e1 := newIdemEnv(t)
+	srv := e1.srv
 	e2 := &idemEnv{rdb: srv.Client(t), locker: locktest.NewClient(t, srv.Client(t))}
 	var runs atomic.Int64
 	proceed := make(chan struct{})
@@ -118,7 +110,8 @@ func TestIdempotentDuplicatesAcrossClients(t *testing.T) {
 }
 
 func TestIdempotentRedisStalled(t *testing.T) {
-	e, srv := realEnv(t)
+	e := newIdemEnv(t)
+	srv := e.srv
 	var logs locktest.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var runs atomic.Int64
@@ -197,7 +190,7 @@ func TestIdempotentRedisStalled(t *testing.T) {
 }
 
 func TestIdempotentPanicOverHTTP(t *testing.T) {
-	e, _ := realEnv(t)
+	e := newIdemEnv(t)
 	s := replica(t, e, e.rdb, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "half an answer")
 		panic("boom")
@@ -218,7 +211,7 @@ func TestIdempotentPanicOverHTTP(t *testing.T) {
 }
 
 func TestIdempotentClientGoesAway(t *testing.T) {
-	e, _ := realEnv(t)
+	e := newIdemEnv(t)
 	started, finished := make(chan struct{}), make(chan bool, 1)
 	_, run := keys(DefaultKeyPrefix, "POST", payRoute, "", "k")
 	var runs atomic.Int64

@@ -25,7 +25,7 @@ func TestIdempotentFencedStore(t *testing.T) {
 		if err != nil || ok != step.stored {
 			t.Fatalf("store with token %d: %v, %v; want %v", step.token, ok, err, step.stored)
 		}
-		if tok := e.mr.HGet("a", "token"); ok && tok != strconv.FormatUint(step.token, 10) {
+		if tok := e.srv.HGet("a", "token"); ok && tok != strconv.FormatUint(step.token, 10) {
 			t.Fatalf("stored token %s, want %d", tok, step.token)
 		}
 	}
@@ -53,7 +53,7 @@ func TestIdempotentAnswerEncoding(t *testing.T) {
 	if a, err := loadAnswer(ctx, e.rdb, "none"); a != nil || err != nil {
 		t.Fatalf("no answer: %v, %v", a, err)
 	}
-	e.mr.HSet("bad", "fp", "short", "status", "200")
+	e.srv.HSet("bad", "fp", "short", "status", "200")
 	if _, err := loadAnswer(ctx, e.rdb, "bad"); err != errMalformed {
 		t.Fatalf("a malformed hash: %v, want errMalformed", err)
 	}
