@@ -10,9 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/internal/redistest"
@@ -27,6 +30,7 @@ const replicas = 3
 type fleet struct {
 	t      testing.TB
 	redis  *locktest.Redis
+	rdb    *redis.Client // the test's own client of redis
 	bank   *bank
 	dir    string
 	urls   []string // replica i's base URL
@@ -50,8 +54,8 @@ type fleetConfig struct {
 // fails, the replicas' logs are written to its output.
 func startFleet(t testing.TB, cfg fleetConfig) *fleet {
 	t.Helper()
-	r, _ := locktest.NewRedis(t)
-	f := &fleet{t: t, redis: r, bank: newBank(t), dir: t.TempDir()}
+	r, rdb := locktest.NewRedis(t)
+	f := &fleet{t: t, redis: r, rdb: rdb, bank: newBank(t), dir: t.TempDir()}
 	f.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	t.Cleanup(f.client.CloseIdleConnections)
 	t.Cleanup(f.dumpLogs)
@@ -104,6 +108,32 @@ func (f *fleet) logs() string {
 		b.Write(l)
 	}
 	return b.String()
+}
+
+// commands returns how many times Redis ran each command so far (INFO
+// commandstats), scripts' own calls included, as "name=calls" sorted by
+// name, and the sum.
+func (f *fleet) commands() (string, int) {
+	f.t.Helper()
+	info, err := f.rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		f.t.Fatalf("INFO commandstats: %v", err)
+	}
+	var out []string
+	sum := 0
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		if !ok || name == "info" {
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscanf(rest, "%d", &n); err == nil {
+			out = append(out, fmt.Sprintf("%s=%d", name, n))
+			sum += n
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, " "), sum
 }
 
 // outcomes returns the Idempotency outcomes counted by every replica

@@ -88,6 +88,8 @@ func TestIdempotencyOncePerKey(t *testing.T) {
 			}
 			t.Logf("answers by phase and status: %s", tally(answers))
 			t.Logf("replicas' outcomes: %v", outcomes)
+			cmds, calls := f.commands()
+			t.Logf("Redis calls: %d, %.2f a request: %s", calls, float64(calls)/float64(len(answers)), cmds)
 		})
 	}
 }
