@@ -27,7 +27,8 @@ type payment struct {
 // handlers pay through. It records every run a handler announced
 // (POST /begin) and every payment (POST /payments, answered with a new
 // payment id), and can hold a replica's handler in /begin, before it
-// pays, until the test releases it or the replica goes away.
+// pays, until the test releases it or the replica goes away, or fail it
+// there.
 type bank struct {
 	URL string
 
@@ -36,6 +37,7 @@ type bank struct {
 	runs  map[string][]string    // order -> the replicas whose handler began, in order
 	paid  map[string][]payment   // order -> its payments
 	gates map[gateKey]chan gated // runs to hold in /begin
+	fail  map[string]bool        // orders whose next run /begin refuses (503)
 }
 
 type gateKey struct{ order, replica string }
@@ -49,7 +51,7 @@ type gated struct {
 // newBank starts a bank on a loopback port, closed when the test ends.
 func newBank(t testing.TB) *bank {
 	t.Helper()
-	b := &bank{runs: map[string][]string{}, paid: map[string][]payment{}, gates: map[gateKey]chan gated{}}
+	b := &bank{runs: map[string][]string{}, paid: map[string][]payment{}, gates: map[gateKey]chan gated{}, fail: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /begin", b.begin)
 	mux.HandleFunc("POST /payments", b.pay)
@@ -57,6 +59,14 @@ func newBank(t testing.TB) *bank {
 	t.Cleanup(srv.Close)
 	b.URL = srv.URL
 	return b
+}
+
+// failNext makes the next run of order fail in /begin, before it pays:
+// the handler answers 502.
+func (b *bank) failNext(order string) {
+	b.mu.Lock()
+	b.fail[order] = true
+	b.mu.Unlock()
 }
 
 // hold makes the next run of order by replica wait in /begin: the
@@ -79,7 +89,13 @@ func (b *bank) begin(w http.ResponseWriter, r *http.Request) {
 	b.runs[c.Order] = append(b.runs[c.Order], c.Replica)
 	gate, held := b.gates[gateKey{c.Order, c.Replica}]
 	delete(b.gates, gateKey{c.Order, c.Replica})
+	fail := b.fail[c.Order]
+	delete(b.fail, c.Order)
 	b.mu.Unlock()
+	if fail {
+		http.Error(w, "bank unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	if held {
 		g := gated{release: make(chan struct{})}
 		gate <- g
