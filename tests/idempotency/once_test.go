@@ -1,0 +1,95 @@
+package idempotency_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+// Timing of the replicas in TestIdempotencyOncePerKey: Redis's stop is
+// longer than the acquisition bound (1 s by default), so that requests
+// meet it as 503s, and shorter than the store timeout, so that every
+// answer of a handler that ran is stored.
+const (
+	onceLease        = 30 * time.Second
+	onceStoreTimeout = 4 * time.Second
+	onceStall        = 2500 * time.Millisecond
+)
+
+// TestIdempotencyOncePerKey pays 200 orders through 3 replica processes
+// of a payment service on one Redis: each order by 3 concurrent clients
+// with the same key and body, one to each replica; slow handlers on a
+// fifth of the orders, clients that time out while the handler runs on
+// a tenth. Every order is paid exactly once (the bank); each client
+// retrying a 409 or a timeout ends with the one answer, replayed byte
+// for byte; a retry after that to every replica is a replay; the key
+// with another body or path gets 422; 409s and 503s carry Retry-After
+// and problem+json; no other 5xx. Redis keeps one answer per order,
+// with a TTL, and no run lock; the replicas' logs carry no key or body.
+// Incidents are rows: Redis stopped mid-run answers the requests sent
+// meanwhile within the acquisition bound (1 s + 100 ms), 503s among
+// them, and changes none of the rest.
+func TestIdempotencyOncePerKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		stall time.Duration // Redis SIGSTOPped for this long once a third of the orders are paid
+		// contextTimeout: the replicas' go-redis clients end calls at
+		// their context's deadline themselves (ContextTimeoutEnabled).
+		contextTimeout bool
+	}{
+		{name: "redis up"},
+		// A default go-redis client ends a call on a stalled Redis only
+		// at its ReadTimeout (3 s): the middleware bounds its own calls.
+		{name: "redis stopped mid-run", stall: onceStall},
+		{name: "redis stopped mid-run, go-redis ContextTimeoutEnabled", stall: onceStall, contextTimeout: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startFleet(t, fleetConfig{lease: onceLease, storeTimeout: onceStoreTimeout, contextTimeout: tc.contextTimeout})
+			var stall window
+			var incident func()
+			if tc.stall > 0 {
+				incident = func() {
+					f.redis.Pause()
+					stall.from = time.Now()
+					time.Sleep(tc.stall)
+					stall.to = time.Now()
+					f.redis.Resume()
+				}
+			}
+			start := time.Now()
+			answers := f.runWorkload(t, incident)
+			elapsed := time.Since(start)
+			checkAnswers(t, f.bank, answers, stall)
+			checkRedisKeys(t, f)
+			checkLogs(t, f, answers)
+			outcomes := f.outcomes()
+			if outcomes["ran"] != orders || outcomes["store-failed"] != 0 || outcomes["not-stored"] != 0 {
+				t.Errorf("replicas' outcomes %v: want ran %d, no store-failed, no not-stored", outcomes, orders)
+			}
+			if f.bank.payments() != orders {
+				t.Errorf("bank made %d payments for %d orders", f.bank.payments(), orders)
+			}
+			conflictsAfterTimeout := count(answers, func(a answer) bool {
+				return a.phase == phaseAfterTO && a.status == http.StatusConflict
+			})
+			unavailable := count(answers, func(a answer) bool { return a.status == http.StatusServiceUnavailable })
+			switch {
+			case tc.stall == 0 && conflictsAfterTimeout == 0:
+				t.Errorf("no retry after a client's timeout met the handler still running (409)")
+			case tc.stall > 0 && unavailable == 0:
+				t.Errorf("no 503 while Redis was stopped %v", tc.stall)
+			}
+			t.Logf("%d requests in %v; bank payments %d; 409 right after a timeout %d; 503 %d (Redis stopped %v)",
+				len(answers), elapsed.Round(time.Millisecond), f.bank.payments(), conflictsAfterTimeout, unavailable,
+				stall.to.Sub(stall.from).Round(time.Millisecond))
+			if !stall.zero() {
+				t.Logf("requests sent while Redis was stopped: %s", checkStallBound(t, answers, stall))
+			}
+			t.Logf("answers by phase and status: %s", tally(answers))
+			t.Logf("replicas' outcomes: %v", outcomes)
+			cmds, calls := f.commands()
+			t.Logf("Redis calls: %d, %.2f a request: %s", calls, float64(calls)/float64(len(answers)), cmds)
+		})
+	}
+}
