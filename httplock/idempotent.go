@@ -275,10 +275,10 @@ func (q *idemRequest) acquire(w http.ResponseWriter) (held context.Context, unlo
 func (q *idemRequest) replayed(ctx context.Context, w http.ResponseWriter) string {
 	a, err := loadAnswer(ctx, q.m.rdb, q.answerKey)
 	switch {
+	case err != nil && q.clientGone(w):
+		return "client-gone"
 	case err != nil:
-		if q.r.Context().Err() == nil { // else the client went away
-			q.log().Error("httplock: reading a stored idempotent answer failed", "error", err)
-		}
+		q.log().Error("httplock: reading a stored idempotent answer failed", "error", err)
 		q.unavailable(w)
 		return "unavailable"
 	case a == nil:

@@ -236,7 +236,8 @@ func WithLogger(l *slog.Logger) IdempotencyOption {
 // "replayed", "conflict" (409), "mismatch" (422), "missing-key",
 // "invalid-key", "missing-scope", "unreadable-body" (400), "too-large"
 // (413), "consumed-body" (500: an earlier middleware read the body),
-// "unavailable" (503) and "bypass" (no key, not required). fn runs on
+// "unavailable" (503), "client-gone" (the client went away before the
+// handler could run) and "bypass" (no key, not required). fn runs on
 // the request's goroutine and must not be nil;
 // [github.com/lockkit/lockkit/otellock.IdempotencyOutcome] fits it.
 func WithOutcome(fn func(ctx context.Context, outcome string)) IdempotencyOption {

@@ -2,6 +2,7 @@ package httplock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -75,10 +76,11 @@ func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool, t
 
 // notObtained answers a request whose run lock was not taken.
 func (q *idemRequest) notObtained(w http.ResponseWriter, err error) {
-	if !httpkit.Busy(err) {
-		if q.r.Context().Err() == nil { // else the client went away
-			q.log().Error("httplock: taking an idempotency run lock failed", "error", httpkit.Reason(err))
-		}
+	switch {
+	case q.clientGone(w):
+		return
+	case !httpkit.Busy(err):
+		q.log().Error("httplock: taking an idempotency run lock failed", "error", httpkit.Reason(err))
 		q.unavailable(w)
 		return
 	}
@@ -86,6 +88,18 @@ func (q *idemRequest) notObtained(w http.ResponseWriter, err error) {
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	q.m.reject(w, q.r, http.StatusConflict, "conflict",
 		"a request with this Idempotency-Key is being processed; retry in "+strconv.Itoa(secs)+" s")
+}
+
+// clientGone answers a request whose client went away (its context was
+// cancelled) before the handler could run, and reports whether it did.
+// Nobody reads the answer; the outcome is "client-gone", so that neither
+// a conflict nor an unavailable Redis is counted for it.
+func (q *idemRequest) clientGone(w http.ResponseWriter) bool {
+	if !errors.Is(q.r.Context().Err(), context.Canceled) {
+		return false
+	}
+	q.m.reject(w, q.r, http.StatusServiceUnavailable, "client-gone", "the client went away before the request ran")
+	return true
 }
 
 // unavailable answers 503: Redis failed or did not answer in time.

@@ -21,7 +21,7 @@ const (
 // acquisition bound, with the key free. The replica must count neither
 // "unavailable" (Redis failed or did not answer in time: telemetry
 // reports the store failing) nor "conflict" (a duplicate ran: none did)
-// for it. The same request retried at replica 1 then runs the handler,
+// for it, but "client-gone". The same request retried at replica 1 then runs the handler,
 // once. Rows are the call held back.
 func TestIdempotencyGoneClientNeitherUnavailableNorConflict(t *testing.T) {
 	t.Parallel()
@@ -29,11 +29,9 @@ func TestIdempotencyGoneClientNeitherUnavailableNorConflict(t *testing.T) {
 		name string
 		hold string // a part of the held call's keys
 	}{
-		// Both rows fail on idem 638ffc9, reported: a request whose
-		// context ended counts "unavailable" after the answer's read
-		// (idemRequest.replayed) and "conflict" after TryLock
-		// (httpkit.Busy takes lock.ErrNotObtained joined with
-		// context.Canceled for a held key).
+		// The client's cancellation ends the held call: the middleware
+		// must not read it as Redis failing (after the answer's read) or
+		// as a held key (after TryLock); it counts "client-gone".
 		{name: "the read of the stored answer", hold: answerPrefix},
 		{name: "the run lock's acquisition", hold: "{" + runPrefix},
 	} {
@@ -63,7 +61,7 @@ func TestIdempotencyGoneClientNeitherUnavailableNorConflict(t *testing.T) {
 				t.Errorf("bank: runs %v, payments %+v; want one each", runs, paid)
 			}
 			n := f.outcomesOf(0)
-			if n["unavailable"] != 0 || n["conflict"] != 0 {
+			if n["unavailable"] != 0 || n["conflict"] != 0 || n["client-gone"] != 1 {
 				t.Errorf("replica %s counted %v for a client gone while Redis answered within the bound and the key was free",
 					replicaName(0), n)
 			}
