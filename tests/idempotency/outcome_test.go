@@ -21,8 +21,8 @@ const (
 // acquisition bound, with the key free. The replica must count neither
 // "unavailable" (Redis failed or did not answer in time: telemetry
 // reports the store failing) nor "conflict" (a duplicate ran: none did)
-// for it, but "client-gone". The same request retried at replica 1 then runs the handler,
-// once. Rows are the call held back.
+// for it, but "client-gone". The same request retried at replica 1
+// then runs the handler, once. Rows are the call held back.
 func TestIdempotencyGoneClientNeitherUnavailableNorConflict(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
