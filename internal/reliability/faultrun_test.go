@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,35 +105,35 @@ func holder(rdb *redis.Client) string { return holderOf(rdb, faultHash) }
 // holderOf returns the fencing token of the holder of the lock whose
 // hash is hash in rdb, or "" when it is free or Redis does not answer.
 // For a semaphore it is the first holder's whose lease has not ended.
+// It reads the hash as docs/design.md describes it (the token t while the
+// hold count n is not 0, or, in a semaphore's, the token of a field
+// "=<owner>": "<kind> <count> <token> <lease end ms>") with read commands
+// only, HGETALL and TIME, which Redis runs during CLIENT PAUSE WRITE (a
+// script it would hold back).
 func holderOf(rdb *redis.Client, hash string) string {
-	tok, err := holderScript.Run(context.Background(), rdb, []string{hash}).Text()
+	ctx := context.Background()
+	h, err := rdb.HGetAll(ctx, hash).Result()
 	if err != nil {
 		return ""
 	}
-	return tok
+	if n, t := h["n"], h["t"]; n != "" && n != "0" && t != "" {
+		return t
+	}
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		return ""
+	}
+	for field, v := range h {
+		var kind string
+		var count, token, until int64
+		if strings.HasPrefix(field, "=") && len(strings.Fields(v)) == 4 {
+			if _, err := fmt.Sscanf(v, "%s %d %d %d", &kind, &count, &token, &until); err == nil && until >= now.UnixMilli() {
+				return strconv.FormatInt(token, 10)
+			}
+		}
+	}
+	return ""
 }
-
-// holderScript reads a lock's hash as docs/design.md describes it: the
-// token t while the hold count n is not 0, or, in a semaphore's, the
-// token of a field "=<owner>" ("<kind> <count> <token> <lease end ms>")
-// whose lease end is not past.
-var holderScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'n', 't')
-if h[1] and h[1] ~= '0' and h[2] then
-  return h[2]
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local all = redis.call('HGETALL', KEYS[1])
-for i = 1, #all, 2 do
-  if string.byte(all[i], 1) == 61 then
-    local tok, u = string.match(all[i + 1], '^%a %d+ (%d+) (%d+)$')
-    if u and tonumber(u) >= now then
-      return tok
-    end
-  end
-end
-return ''`)
 
 // awaitLapse waits up to d for the lease of the key's present holder in
 // the locks' Redis, read directly, to lapse, looking every millisecond,
