@@ -273,9 +273,9 @@ func TestWrapTurnsAwayLikeNew(t *testing.T) {
 		}
 	}), func(*gin.Context) { after++ })
 
-	checkProblem(t, post(r, "/orders/42/pay"), http.StatusBadRequest)
+	locktest.CheckProblem(t, post(r, "/orders/42/pay"), http.StatusBadRequest)
 	_, unlock := locktest.MustLock(t, locker, context.Background(), "orders:42:alice")
-	checkProblem(t, post(r, "/orders/42/pay?user=alice"), http.StatusConflict)
+	locktest.CheckProblem(t, post(r, "/orders/42/pay?user=alice"), http.StatusConflict)
 	if ran != 0 || after != 0 {
 		t.Fatalf("turned-away requests ran the handler %d and the rest of the chain %d times", ran, after)
 	}

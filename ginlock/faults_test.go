@@ -168,7 +168,7 @@ func TestRawKeyNeverInAnswersOrErrors(t *testing.T) {
 	}
 	var errs []error
 	w := do(route(locktest.NewClient(t, rdb), &errs, func(*gin.Context) { t.Error("handler ran") }), request())
-	checkProblem(t, w, http.StatusConflict)
+	locktest.CheckProblem(t, w, http.StatusConflict)
 	check("409", w, errs)
 	if len(errs) != 0 {
 		t.Errorf("409: c.Errors %v, want none", errs)
@@ -191,7 +191,7 @@ func TestRawKeyNeverInAnswersOrErrors(t *testing.T) {
 	_ = closed.Close()
 	errs = nil
 	w = do(route(closed, &errs, func(*gin.Context) { t.Error("handler ran") }), request())
-	checkProblem(t, w, http.StatusServiceUnavailable)
+	locktest.CheckProblem(t, w, http.StatusServiceUnavailable)
 	check("closed", w, errs)
 
 	// stalled Redis
@@ -201,7 +201,7 @@ func TestRawKeyNeverInAnswersOrErrors(t *testing.T) {
 	w = do(route(stalledLocker, &errs, func(*gin.Context) { t.Error("handler ran") },
 		ginlock.WithAcquireTimeout(200*time.Millisecond)), request())
 	srv.Resume()
-	checkProblem(t, w, http.StatusServiceUnavailable)
+	locktest.CheckProblem(t, w, http.StatusServiceUnavailable)
 	check("stalled", w, errs)
 	if len(errs) != 1 {
 		t.Errorf("stalled: c.Errors %v, want one", errs)

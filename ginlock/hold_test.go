@@ -109,7 +109,7 @@ func TestStalledRedisAnswersFast(t *testing.T) {
 		w := post(r, "/orders/42/pay")
 		took := time.Since(start)
 		t.Logf("%s: %d after %v (Retry-After %s)", tc.name, w.Code, took, w.Header().Get("Retry-After"))
-		checkProblem(t, w, http.StatusServiceUnavailable)
+		locktest.CheckProblem(t, w, http.StatusServiceUnavailable)
 		if took > tc.limit+150*time.Millisecond {
 			t.Errorf("%s: answered after %v, want within %v", tc.name, took, tc.limit)
 		}

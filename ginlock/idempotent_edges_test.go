@@ -49,8 +49,8 @@ func TestIdempotentGinBoundBody(t *testing.T) {
 			first := do(r, idemPay("k", `{"amount":5}`))
 			second := do(r, idemPay("k", `{"amount":6}`))
 			if name == "ShouldBind" {
-				checkProblem(t, first, http.StatusInternalServerError)
-				checkProblem(t, second, http.StatusInternalServerError)
+				locktest.CheckProblem(t, first, http.StatusInternalServerError)
+				locktest.CheckProblem(t, second, http.StatusInternalServerError)
 				if runs.Load() != 0 {
 					t.Fatalf("the handler ran %d times on a consumed body", runs.Load())
 				}
@@ -59,7 +59,7 @@ func TestIdempotentGinBoundBody(t *testing.T) {
 			if first.Code != http.StatusCreated || first.Body.String() != "paid 5" {
 				t.Fatalf("first %d %q", first.Code, first.Body)
 			}
-			checkProblem(t, second, http.StatusUnprocessableEntity)
+			locktest.CheckProblem(t, second, http.StatusUnprocessableEntity)
 			if again := do(r, idemPay("k", `{"amount":5}`)); again.Header().Get(httplock.ReplayedHeader) != "true" || again.Body.String() != "paid 5" {
 				t.Fatalf("retry %d %q, want paid 5 replayed", again.Code, again.Body)
 			}

@@ -63,7 +63,7 @@ func TestIdempotentGinReplay(t *testing.T) {
 		again.Header().Get("Location") != "/orders/42" || again.Header().Get(httplock.ReplayedHeader) != "true" {
 		t.Fatalf("replay %d %q %v, want the first answer %q", again.Code, again.Body, again.Header(), first.Body)
 	}
-	checkProblem(t, do(r, idemPay(`"k"`, "amount=6")), http.StatusUnprocessableEntity)
+	locktest.CheckProblem(t, do(r, idemPay(`"k"`, "amount=6")), http.StatusUnprocessableEntity)
 	if runs.Load() != 1 {
 		t.Fatalf("the handler ran %d times, want 1: the chain was not aborted", runs.Load())
 	}
@@ -98,7 +98,7 @@ func TestIdempotentGinBypassAndRequired(t *testing.T) {
 	if w := do(idempotentRoute(t, rdb, &statuses, h), idemPay("", "")); w.Code != 200 || w.Body.String() != "paid" {
 		t.Fatalf("without a key: %d %q", w.Code, w.Body)
 	}
-	checkProblem(t, do(idempotentRoute(t, rdb, &statuses, h, httplock.WithKeyRequired()), idemPay("", "")), http.StatusBadRequest)
+	locktest.CheckProblem(t, do(idempotentRoute(t, rdb, &statuses, h, httplock.WithKeyRequired()), idemPay("", "")), http.StatusBadRequest)
 	if runs.Load() != 1 {
 		t.Fatalf("the handler ran %d times, want 1", runs.Load())
 	}
@@ -123,7 +123,7 @@ func TestIdempotentGinScope(t *testing.T) {
 	if strings.Join(bodies, ",") != "run 1,run 2,run 1" {
 		t.Fatalf("answers %q, want run 1, run 2, run 1 (alice's replayed)", bodies)
 	}
-	checkProblem(t, do(r, idemPay("k", "")), http.StatusBadRequest)
+	locktest.CheckProblem(t, do(r, idemPay("k", "")), http.StatusBadRequest)
 }
 
 func TestIdempotentGinConflict(t *testing.T) {
@@ -142,7 +142,7 @@ func TestIdempotentGinConflict(t *testing.T) {
 	go func() { done <- do(r, idemPay("k", "")) }()
 	<-started
 	w := do(r, idemPay("k", ""))
-	checkProblem(t, w, http.StatusConflict)
+	locktest.CheckProblem(t, w, http.StatusConflict)
 	if w.Header().Get("Retry-After") != "1" {
 		t.Fatalf("Retry-After = %q, want 1", w.Header().Get("Retry-After"))
 	}

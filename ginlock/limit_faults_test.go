@@ -47,7 +47,7 @@ func TestLimitAnswers503OnStalledRedis(t *testing.T) {
 		w := report(r, "acme")
 		took := time.Since(start)
 		t.Logf("%s: %d after %v", tc.name, w.Code, took)
-		checkProblem(t, w, http.StatusServiceUnavailable)
+		locktest.CheckProblem(t, w, http.StatusServiceUnavailable)
 		if took > tc.bound+150*time.Millisecond {
 			t.Errorf("%s: answered after %v, want within %v", tc.name, took, tc.bound)
 		}
@@ -129,7 +129,7 @@ func TestLimitWithAnotherLimitThanHoldersIsMisconfigured(t *testing.T) {
 	defer unlock()
 	var errs []error
 	r := reportRoute(locker, 5, &errs, func(*gin.Context) { t.Error("handler ran") })
-	checkProblem(t, report(r, "acme"), http.StatusInternalServerError)
+	locktest.CheckProblem(t, report(r, "acme"), http.StatusInternalServerError)
 	if len(errs) != 1 || !errors.Is(errs[0], lock.ErrInvalid) {
 		t.Errorf("c.Errors = %v, want one error wrapping lock.ErrInvalid", errs)
 	}

@@ -85,7 +85,7 @@ func TestLimitAdmitsAtMostLimitRequests(t *testing.T) {
 	for range requests - limit {
 		select {
 		case w := <-answers:
-			checkProblem(t, w, http.StatusTooManyRequests)
+			locktest.CheckProblem(t, w, http.StatusTooManyRequests)
 			if got := w.Header().Get("Retry-After"); got != "1" {
 				t.Errorf("Retry-After = %q, want 1 (the default hint)", got)
 			}
@@ -139,7 +139,7 @@ func TestLimitKeysAreIndependent(t *testing.T) {
 	}
 	req := httptest.NewRequest(http.MethodPost, "/reports?second=1", nil)
 	req.Header.Set("X-Tenant", "acme")
-	checkProblem(t, do(r, req), http.StatusTooManyRequests)
+	locktest.CheckProblem(t, do(r, req), http.StatusTooManyRequests)
 	close(finish)
 	if code := <-done; code != http.StatusOK {
 		t.Fatalf("acme's first request: %d, want 200", code)
@@ -206,7 +206,7 @@ func TestLimitWaitsWithWait(t *testing.T) {
 	if took := time.Since(start); took < wait {
 		t.Errorf("answered after %v, before the wait of %v", took, wait)
 	}
-	checkProblem(t, w, http.StatusTooManyRequests)
+	locktest.CheckProblem(t, w, http.StatusTooManyRequests)
 	if w.Header().Get("Retry-After") == "" {
 		t.Error("no Retry-After")
 	}

@@ -76,7 +76,7 @@ func TestConflict(t *testing.T) {
 	ran := false
 	r := payRoute(locker, &errs, func(*gin.Context) { ran = true })
 	w := post(r, "/orders/42/pay")
-	checkProblem(t, w, http.StatusConflict)
+	locktest.CheckProblem(t, w, http.StatusConflict)
 	if got := w.Header().Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After = %q, want 1 (the default hint, not the 9.5 s lease)", got)
 	}
@@ -120,7 +120,7 @@ func TestRetryAfter(t *testing.T) {
 			}
 			r := payRoute(&keyRecorder{err: tt.err}, &errs, func(*gin.Context) {}, opts...)
 			w := post(r, "/orders/42/pay")
-			checkProblem(t, w, http.StatusConflict)
+			locktest.CheckProblem(t, w, http.StatusConflict)
 			if got := w.Header().Get("Retry-After"); got != tt.want {
 				t.Fatalf("Retry-After = %q, want %q", got, tt.want)
 			}
@@ -133,7 +133,7 @@ func TestConflictStatus(t *testing.T) {
 	r := payRoute(&keyRecorder{err: lock.ErrNotObtained}, &errs, func(*gin.Context) {},
 		ginlock.WithConflictStatus(http.StatusLocked))
 	w := post(r, "/orders/42/pay")
-	checkProblem(t, w, http.StatusLocked)
+	locktest.CheckProblem(t, w, http.StatusLocked)
 	if w.Header().Get("Retry-After") == "" {
 		t.Fatal("no Retry-After")
 	}
@@ -208,7 +208,7 @@ func TestRedisFailure(t *testing.T) {
 			ran := false
 			r := payRoute(tt.locker(t), &errs, func(*gin.Context) { ran = true }, tt.opts...)
 			w := post(r, "/orders/42/pay")
-			checkProblem(t, w, tt.status)
+			locktest.CheckProblem(t, w, tt.status)
 			if ran {
 				t.Error("handler ran")
 			}
@@ -292,7 +292,7 @@ func TestWaitLimit(t *testing.T) {
 	start := time.Now()
 	w := post(r, "/orders/42/pay")
 	elapsed := time.Since(start)
-	checkProblem(t, w, http.StatusConflict)
+	locktest.CheckProblem(t, w, http.StatusConflict)
 	if elapsed < wait || elapsed > wait+5*time.Second {
 		t.Fatalf("answered after %v, want about %v", elapsed, wait)
 	}

@@ -97,7 +97,7 @@ func TestRLockAndNewOfOneKeyExcludeEachOther(t *testing.T) {
 	done := make(chan int, 2)
 	go func() { done <- do(r, httptest.NewRequest(http.MethodPut, "/config/7?block=1", nil)).Code }()
 	<-entered
-	checkProblem(t, get(""), http.StatusConflict)
+	locktest.CheckProblem(t, get(""), http.StatusConflict)
 	finish <- struct{}{}
 	if code := <-done; code != http.StatusOK {
 		t.Fatalf("write: %d, want 200", code)
@@ -110,7 +110,7 @@ func TestRLockAndNewOfOneKeyExcludeEachOther(t *testing.T) {
 	<-entered
 	go func() { done <- do(r, httptest.NewRequest(http.MethodPut, "/config/7?block=1", nil)).Code }()
 	queued(t, rdb, "config:7", 1)
-	checkProblem(t, get(""), http.StatusConflict)
+	locktest.CheckProblem(t, get(""), http.StatusConflict)
 	finish <- struct{}{}
 	if what := <-entered; what != "write" {
 		t.Fatalf("%s entered after the read, want the waiting write", what)
@@ -172,7 +172,7 @@ func TestNewInsideRLockOfSameKeyIsMisconfigured(t *testing.T) {
 	g := r.Group("/", ginlock.RLock(locker, "config:{id}"))
 	g.PUT("/config/:id", ginlock.New(locker, "config:{id}", ginlock.WithWait(5*time.Second)), func(*gin.Context) { t.Error("handler ran") })
 	start := time.Now()
-	checkProblem(t, do(r, httptest.NewRequest(http.MethodPut, "/config/7", nil)), http.StatusInternalServerError)
+	locktest.CheckProblem(t, do(r, httptest.NewRequest(http.MethodPut, "/config/7", nil)), http.StatusInternalServerError)
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("answered after %v: it waited", took)
 	}

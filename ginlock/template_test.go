@@ -202,7 +202,7 @@ func TestMissingValue(t *testing.T) {
 			r.Use(errorsOf(&errs))
 			r.POST(tt.route, ginlock.New(locker, tt.key, opts...), func(*gin.Context) { ran = true })
 			w := post(r, tt.target)
-			p := checkProblem(t, w, http.StatusBadRequest)
+			p := locktest.CheckProblem(t, w, http.StatusBadRequest)
 			if p.Detail != tt.want {
 				t.Errorf("detail = %q, want %q", p.Detail, tt.want)
 			}
@@ -241,7 +241,7 @@ func TestMisconfigurationIsNotTheClientsFault(t *testing.T) {
 	r.Use(errorsOf(&errs))
 	r.POST("/orders/:id/pay", ginlock.New(locker, "orders:{order_id}"), func(*gin.Context) { t.Error("handler ran") })
 	w := post(r, "/orders/42/pay")
-	checkProblem(t, w, http.StatusInternalServerError)
+	locktest.CheckProblem(t, w, http.StatusInternalServerError)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "order_id") || !strings.Contains(errs[0].Error(), "/orders/:id/pay") {
 		t.Errorf("c.Errors = %v, want one naming the parameter and the route", errs)
 	}

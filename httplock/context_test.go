@@ -35,7 +35,7 @@ func TestInsideTimeoutHandlerHoldsPastTimeout(t *testing.T) {
 	if w := do(mux, http.MethodPost, "/o/1"); w.Code != http.StatusServiceUnavailable || w.Body.String() != "timeout" {
 		t.Fatalf("first: %d %q, want the timeout's 503", w.Code, w.Body)
 	}
-	checkProblem(t, do(mux, http.MethodPost, "/o/1"), http.StatusConflict)
+	locktest.CheckProblem(t, do(mux, http.MethodPost, "/o/1"), http.StatusConflict)
 	close(leave)
 	<-finished
 	released(t)

@@ -70,7 +70,7 @@ func TestAnswerWithinAcquisitionBound(t *testing.T) {
 				began := time.Now()
 				w := do(mux, http.MethodPost, p)
 				took := time.Since(began)
-				checkProblem(t, w, http.StatusServiceUnavailable)
+				locktest.CheckProblem(t, w, http.StatusServiceUnavailable)
 				if got := w.Header().Get("Retry-After"); got != "1" {
 					t.Errorf("%s: Retry-After %q, want 1", p, got)
 				}

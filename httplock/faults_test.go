@@ -115,7 +115,7 @@ func TestEveryKindAnswers503WithinBound(t *testing.T) {
 					began := time.Now()
 					w := do(mux, http.MethodPost, p)
 					took := time.Since(began)
-					checkProblem(t, w, http.StatusServiceUnavailable)
+					locktest.CheckProblem(t, w, http.StatusServiceUnavailable)
 					if limit := bound + locktest.Bound(100*time.Millisecond); took > limit {
 						t.Errorf("%s: answered after %v, want within %v", p, took, limit)
 					}

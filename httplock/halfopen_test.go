@@ -55,7 +55,7 @@ func TestHalfOpenAtAcquisition(t *testing.T) {
 				t.Fatal("no command naming the key went through the proxy")
 			}
 			if w.Code != http.StatusOK {
-				checkProblem(t, w, http.StatusServiceUnavailable)
+				locktest.CheckProblem(t, w, http.StatusServiceUnavailable)
 			}
 			if limit := bound + locktest.Bound(100*time.Millisecond); took > limit {
 				t.Errorf("status %d after %v, want within %v", w.Code, took, limit)

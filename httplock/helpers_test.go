@@ -2,7 +2,6 @@ package httplock_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -56,33 +55,6 @@ func do(h http.Handler, method, target string) *httptest.ResponseRecorder {
 
 // ok answers 200 "done".
 func ok(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("done")) }
-
-// problemBody is the RFC 9457 body the middleware writes.
-type problemBody struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-}
-
-// checkProblem fails the test unless w is a problem response with status.
-func checkProblem(t *testing.T, w *httptest.ResponseRecorder, status int) problemBody {
-	t.Helper()
-	if w.Code != status {
-		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
-	}
-	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
-		t.Fatalf("Content-Type = %q, want application/problem+json", ct)
-	}
-	var p problemBody
-	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
-		t.Fatalf("body %q: %v", w.Body, err)
-	}
-	if p.Type != "about:blank" || p.Status != status || p.Title != http.StatusText(status) || p.Detail == "" {
-		t.Fatalf("problem = %+v, want about:blank with status %d, its title and a detail", p, status)
-	}
-	return p
-}
 
 // hold takes key with locker for the test, as another replica would.
 func hold(t *testing.T, locker lock.Locker, key string, opts ...lock.LockOption) lock.UnlockFunc {

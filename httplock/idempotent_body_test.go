@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // TestIdempotentBodyReadBefore: an outer middleware that read the body
@@ -31,7 +33,7 @@ func TestIdempotentBodyReadBefore(t *testing.T) {
 			r.Header.Set("X-No-Body", "1")
 		}
 		w := serve(outer, r)
-		checkProblem(t, w, http.StatusInternalServerError)
+		locktest.CheckProblem(t, w, http.StatusInternalServerError)
 		if w.Header().Get(ReplayedHeader) != "" {
 			t.Fatalf("body %q: replayed another body's answer", body)
 		}
@@ -52,7 +54,7 @@ func TestIdempotentBodyNotReadByHandler(t *testing.T) {
 	if w := serve(h, pay("1", "k", "amount=5")); w.Code != http.StatusCreated || w.Header().Get(ReplayedHeader) != "true" {
 		t.Fatalf("retry %d %v, want the 201 replayed", w.Code, w.Header())
 	}
-	checkProblem(t, serve(h, pay("1", "k", "amount=6")), http.StatusUnprocessableEntity)
+	locktest.CheckProblem(t, serve(h, pay("1", "k", "amount=6")), http.StatusUnprocessableEntity)
 	if runs.Load() != 1 {
 		t.Fatalf("the handler ran %d times, want 1", runs.Load())
 	}

@@ -93,7 +93,7 @@ func TestIdempotentAcquisitionOneBudget(t *testing.T) {
 			start := time.Now()
 			w := serve(h, pay("1", "k", "amount=5"))
 			took := time.Since(start)
-			checkProblem(t, w, http.StatusServiceUnavailable)
+			locktest.CheckProblem(t, w, http.StatusServiceUnavailable)
 			if limit := locktest.Bound(budget + 100*time.Millisecond); took > limit {
 				t.Fatalf("the 503 took %v, more than %v", took, limit)
 			}
@@ -127,7 +127,7 @@ func TestIdempotentAcquisitionBudgetSpent(t *testing.T) {
 		e.srv.Pause()
 		time.AfterFunc(budget*3/5, e.srv.Resume)
 	})
-	checkProblem(t, serve(h, pay("1", "k", "amount=5")), http.StatusServiceUnavailable)
+	locktest.CheckProblem(t, serve(h, pay("1", "k", "amount=5")), http.StatusServiceUnavailable)
 	if reads, _ := steps.read(); reads != 1 {
 		t.Fatalf("%d reads, want 1: the steps after the budget was spent went on", reads)
 	}

@@ -2,7 +2,6 @@ package httplock
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -111,29 +110,6 @@ func serve(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w
-}
-
-// checkProblem fails the test unless w is an RFC 9457 answer of status.
-func checkProblem(t *testing.T, w *httptest.ResponseRecorder, status int) {
-	t.Helper()
-	if w.Code != status {
-		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
-	}
-	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
-		t.Fatalf("Content-Type = %q, want application/problem+json", ct)
-	}
-	var p struct {
-		Type   string `json:"type"`
-		Title  string `json:"title"`
-		Status int    `json:"status"`
-		Detail string `json:"detail"`
-	}
-	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
-		t.Fatalf("body %q: %v", w.Body, err)
-	}
-	if p.Type != "about:blank" || p.Status != status || p.Title != http.StatusText(status) || p.Detail == "" {
-		t.Fatalf("problem = %+v, want about:blank with status %d", p, status)
-	}
 }
 
 // checkOutcomes fails the test unless e reported want since the last call.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 func TestIdempotentKeyHeader(t *testing.T) {
@@ -41,7 +43,7 @@ func TestIdempotentKeyHeader(t *testing.T) {
 			}
 			w := serve(h, r)
 			if tc.status == http.StatusBadRequest {
-				checkProblem(t, w, tc.status)
+				locktest.CheckProblem(t, w, tc.status)
 			} else if w.Code != tc.status {
 				t.Fatalf("status = %d, want %d", w.Code, tc.status)
 			}
@@ -54,7 +56,7 @@ func TestIdempotentKeyHeader(t *testing.T) {
 	t.Run("required", func(t *testing.T) {
 		e := newIdemEnv(t)
 		var runs atomic.Int64
-		checkProblem(t, serve(e.mux(t, counted(&runs), WithKeyRequired()), pay("1", "", "")), http.StatusBadRequest)
+		locktest.CheckProblem(t, serve(e.mux(t, counted(&runs), WithKeyRequired()), pay("1", "", "")), http.StatusBadRequest)
 		e.checkOutcomes(t, "missing-key")
 		if runs.Load() != 0 {
 			t.Fatal("the handler ran without the required key")

@@ -65,7 +65,7 @@ func TestIdempotentKeySyntax(t *testing.T) {
 	}
 	e.checkOutcomes(t, "ran", "replayed")
 	for _, key := range []string{long + "k", "a b", `"a\"b`} {
-		checkProblem(t, serve(h, pay("1", key, "")), http.StatusBadRequest)
+		locktest.CheckProblem(t, serve(h, pay("1", key, "")), http.StatusBadRequest)
 	}
 	e.checkOutcomes(t, "invalid-key", "invalid-key", "invalid-key")
 	if runs.Load() != 1 {

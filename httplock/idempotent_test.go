@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -68,11 +69,11 @@ func TestIdempotentMismatch(t *testing.T) {
 	h := e.mux(t, counted(&runs))
 	serve(h, pay("1", "k", "amount=5"))
 	e.took()
-	checkProblem(t, serve(h, pay("1", "k", "amount=6")), http.StatusUnprocessableEntity) // other body
-	checkProblem(t, serve(h, pay("2", "k", "amount=5")), http.StatusUnprocessableEntity) // other path, same route
+	locktest.CheckProblem(t, serve(h, pay("1", "k", "amount=6")), http.StatusUnprocessableEntity) // other body
+	locktest.CheckProblem(t, serve(h, pay("2", "k", "amount=5")), http.StatusUnprocessableEntity) // other path, same route
 	other := pay("1", "k", "amount=5")
 	other.URL.RawQuery, other.RequestURI = "currency=eur", "/orders/1/pay?currency=eur"
-	checkProblem(t, serve(h, other), http.StatusUnprocessableEntity) // other query
+	locktest.CheckProblem(t, serve(h, other), http.StatusUnprocessableEntity) // other query
 	e.checkOutcomes(t, "mismatch", "mismatch", "mismatch")
 	if runs.Load() != 1 {
 		t.Fatalf("the handler ran %d times, want 1", runs.Load())
@@ -83,10 +84,10 @@ func TestIdempotentRequestBodyLimit(t *testing.T) {
 	e := newIdemEnv(t)
 	var runs atomic.Int64
 	h := e.mux(t, counted(&runs), WithMaxRequestBody(10))
-	checkProblem(t, serve(h, pay("1", "k1", "01234567890")), http.StatusRequestEntityTooLarge)
+	locktest.CheckProblem(t, serve(h, pay("1", "k1", "01234567890")), http.StatusRequestEntityTooLarge)
 	chunked := pay("1", "k2", "")
 	chunked.Body, chunked.ContentLength = io.NopCloser(strings.NewReader("01234567890")), -1
-	checkProblem(t, serve(h, chunked), http.StatusRequestEntityTooLarge)
+	locktest.CheckProblem(t, serve(h, chunked), http.StatusRequestEntityTooLarge)
 	e.checkOutcomes(t, "too-large", "too-large")
 	if runs.Load() != 0 {
 		t.Fatal("the handler ran on a body over the limit")
@@ -208,7 +209,7 @@ func TestIdempotentScope(t *testing.T) {
 		serve(h, r)
 	}
 	e.checkOutcomes(t, "ran", "ran", "replayed")
-	checkProblem(t, serve(h, pay("1", "k", "")), http.StatusBadRequest)
+	locktest.CheckProblem(t, serve(h, pay("1", "k", "")), http.StatusBadRequest)
 	e.checkOutcomes(t, "missing-scope")
 }
 
@@ -222,7 +223,7 @@ func TestIdempotentConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := serve(h, pay("1", "k", ""))
-	checkProblem(t, w, http.StatusConflict)
+	locktest.CheckProblem(t, w, http.StatusConflict)
 	if w.Header().Get("Retry-After") != "3" {
 		t.Fatalf("Retry-After = %q, want 3", w.Header().Get("Retry-After"))
 	}

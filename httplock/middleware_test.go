@@ -65,7 +65,7 @@ func TestConflict(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			mux := route("POST /orders/{id}/pay", httplock.New(locker, "orders:{id}", tt.opts...), run)
 			w := do(mux, http.MethodPost, "/orders/42/pay")
-			checkProblem(t, w, http.StatusConflict)
+			locktest.CheckProblem(t, w, http.StatusConflict)
 			if got := w.Header().Get("Retry-After"); got != tt.want {
 				t.Errorf("Retry-After %q, want %q", got, tt.want)
 			}
@@ -80,7 +80,7 @@ func TestConflictStatusAndFailureHandler(t *testing.T) {
 	_, locker := newLocker(t)
 	hold(t, locker, "orders:42")
 	mux := route("POST /orders/{id}/pay", httplock.New(locker, "orders:{id}", httplock.WithConflictStatus(http.StatusLocked)), ok)
-	checkProblem(t, do(mux, http.MethodPost, "/orders/42/pay"), http.StatusLocked)
+	locktest.CheckProblem(t, do(mux, http.MethodPost, "/orders/42/pay"), http.StatusLocked)
 
 	var got error
 	mux = route("POST /orders/{id}/pay", httplock.New(locker, "orders:{id}",
@@ -148,7 +148,7 @@ func TestHeldWhileHandlerRuns(t *testing.T) {
 	first := make(chan int)
 	go func() { first <- do(mux, http.MethodPost, "/orders/42/pay?slow=1").Code }()
 	<-entered
-	checkProblem(t, do(mux, http.MethodPost, "/orders/42/pay"), http.StatusConflict)
+	locktest.CheckProblem(t, do(mux, http.MethodPost, "/orders/42/pay"), http.StatusConflict)
 	if w := do(mux, http.MethodPost, "/orders/43/pay"); w.Code != http.StatusOK {
 		t.Fatalf("another order: status %d, want 200", w.Code)
 	}
@@ -208,8 +208,8 @@ func TestLimitAndRLock(t *testing.T) {
 		<-entered
 	}
 	w := do(mux, http.MethodPost, "/reports/acme")
-	checkProblem(t, w, http.StatusTooManyRequests)
-	checkProblem(t, do(mux, http.MethodPut, "/config/7"), http.StatusConflict)
+	locktest.CheckProblem(t, w, http.StatusTooManyRequests)
+	locktest.CheckProblem(t, do(mux, http.MethodPut, "/config/7"), http.StatusConflict)
 	close(finish)
 	for range 2 * limit {
 		if code := <-codes; code != http.StatusOK {

@@ -68,7 +68,7 @@ func TestOuterHoldOutlivesDetachedHandler(t *testing.T) {
 		t.Fatalf("status %d, want TimeoutHandler's 503", w.Code)
 	}
 	<-entered
-	checkProblem(t, do(mux, http.MethodPost, "/orders/42/refund"), http.StatusConflict)
+	locktest.CheckProblem(t, do(mux, http.MethodPost, "/orders/42/refund"), http.StatusConflict)
 	released(t)
 	if !locktest.Held(t, rdb, redisKey("orders:42")) {
 		t.Fatal("key free while the detached handler runs")

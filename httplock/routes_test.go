@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/lockkit/lockkit/httplock"
+	"github.com/lockkit/lockkit/internal/locktest"
 )
 
 // A template placeholder {$} names no wildcard: {$} in a ServeMux pattern
@@ -13,7 +14,7 @@ import (
 func TestDollarIsNoWildcard(t *testing.T) {
 	_, locker := newLocker(t)
 	mux := route("GET /{$}", httplock.New(locker, "root:{$}"), ok)
-	checkProblem(t, do(mux, http.MethodGet, "/"), http.StatusInternalServerError)
+	locktest.CheckProblem(t, do(mux, http.MethodGet, "/"), http.StatusInternalServerError)
 }
 
 // The wildcard of {rest...} is named rest: a placeholder {param.rest...}
@@ -21,7 +22,7 @@ func TestDollarIsNoWildcard(t *testing.T) {
 func TestDotsAreNoPartOfTheWildcardName(t *testing.T) {
 	_, locker := newLocker(t)
 	mux := route("GET /f/{rest...}", httplock.New(locker, "f:{param.rest...}"), ok)
-	checkProblem(t, do(mux, http.MethodGet, "/f/a"), http.StatusInternalServerError)
+	locktest.CheckProblem(t, do(mux, http.MethodGet, "/f/a"), http.StatusInternalServerError)
 }
 
 // {name...} takes the rest of the path, with the slash before it as gin
@@ -43,7 +44,7 @@ func TestRestWildcardAndHead(t *testing.T) {
 		t.Errorf("key %q, want files:%%2Fa%%2Fb%%2Fc%%20d", key)
 	}
 	// The same path value, unescaped: the same key, held.
-	checkProblem(t, do(mux, http.MethodGet, "/files/a/b/c%20d"), http.StatusConflict)
+	locktest.CheckProblem(t, do(mux, http.MethodGet, "/files/a/b/c%20d"), http.StatusConflict)
 	close(leave)
 	if code := <-answered; code != http.StatusOK {
 		t.Fatalf("HEAD: status %d, want 200", code)
@@ -69,11 +70,11 @@ func TestEscapedSlashInSegment(t *testing.T) {
 // wildcard, the route is misconfigured (500).
 func TestHandlerWithoutPattern(t *testing.T) {
 	rec := &keyRecorder{}
-	checkProblem(t, do(httplock.New(rec, "o:{id}")(http.HandlerFunc(ok)), http.MethodGet, "/o/1"), http.StatusBadRequest)
+	locktest.CheckProblem(t, do(httplock.New(rec, "o:{id}")(http.HandlerFunc(ok)), http.MethodGet, "/o/1"), http.StatusBadRequest)
 	if w := do(httplock.New(rec, "o:{query.id}")(http.HandlerFunc(ok)), http.MethodGet, "/o?id=1"); w.Code != http.StatusOK {
 		t.Fatalf("query without a pattern: status %d, want 200", w.Code)
 	}
-	checkProblem(t, do(route("/", httplock.New(rec, "o:{id}"), ok), http.MethodGet, "/o/1"), http.StatusInternalServerError)
+	locktest.CheckProblem(t, do(route("/", httplock.New(rec, "o:{id}"), ok), http.MethodGet, "/o/1"), http.StatusInternalServerError)
 	if len(rec.keys) != 1 || rec.keys[0] != "o:1" {
 		t.Fatalf("keys %q, want [o:1]", rec.keys)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/httplock"
+	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -69,7 +70,7 @@ func TestMissingValue(t *testing.T) {
 			}
 			mux := route("GET /r", httplock.New(rec, tt.template, opts...), ok)
 			w := do(mux, http.MethodGet, tt.target)
-			p := checkProblem(t, w, http.StatusBadRequest)
+			p := locktest.CheckProblem(t, w, http.StatusBadRequest)
 			if !strings.Contains(tt.want, p.Detail) || len(rec.keys) != 0 {
 				t.Fatalf("detail %q, keys %q; want the value named, no lock taken", p.Detail, rec.keys)
 			}
@@ -100,11 +101,11 @@ func TestPathValueOfPattern(t *testing.T) {
 		got.Error() != `httplock: template "orders:{id}": route "POST /orders/{order}/pay" has no path parameter "id": the key template does not fit the route` {
 		t.Fatalf("failure handler got %v, want the misconfigured route named", got)
 	}
-	checkProblem(t, do(route("POST /orders/{order}/pay", httplock.New(rec, "orders:{id}"), ok),
+	locktest.CheckProblem(t, do(route("POST /orders/{order}/pay", httplock.New(rec, "orders:{id}"), ok),
 		http.MethodPost, "/orders/42/pay"), http.StatusInternalServerError)
 
 	direct := httplock.New(rec, "orders:{id}")(http.HandlerFunc(ok))
-	checkProblem(t, do(direct, http.MethodPost, "/orders/42/pay"), http.StatusBadRequest)
+	locktest.CheckProblem(t, do(direct, http.MethodPost, "/orders/42/pay"), http.StatusBadRequest)
 	if len(rec.keys) != 0 {
 		t.Fatalf("keys %q taken, want none", rec.keys)
 	}

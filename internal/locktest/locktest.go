@@ -4,8 +4,9 @@
 // way to wait for a condition (wait.go), time bounds that CI checks as
 // written and a busy machine scales (timing.go), the test binary run as
 // a child process (process.go), a TCP proxy that injects network faults
-// (proxy.go), command counters (counters.go), and a buffer safe to share
-// with a writer (buffer.go).
+// (proxy.go), command counters (counters.go), the check of an HTTP
+// problem answer (problem.go), and a buffer safe to share with a writer
+// (buffer.go).
 package locktest
 
 import (
