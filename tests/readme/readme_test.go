@@ -80,16 +80,9 @@ func TestTheLockSnippet(t *testing.T) {
 }
 
 func TestPermitsSnippet(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
-	locker, err := lock.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close()
+	_, locker := embedded(t)
 	held := false
-	err = permits(context.Background(), locker, "acme", func(ctx context.Context) error {
+	err := permits(context.Background(), locker, "acme", func(ctx context.Context) error {
 		held = lock.Held(ctx, "reports:acme")
 		return nil
 	})
@@ -165,14 +158,7 @@ func TestElectionSnippet(t *testing.T) {
 }
 
 func TestGinSnippet(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
-	locker, err := lock.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close()
+	_, locker := embedded(t)
 	gin.SetMode(gin.TestMode)
 	ok := func(c *gin.Context) { c.Status(http.StatusOK) }
 	r := ginRoutes(locker, ok, ok)
@@ -198,14 +184,7 @@ func TestGinSnippet(t *testing.T) {
 // TestIdempotentSnippets: the README's net/http lock and its two
 // Idempotency-Key routes pay once and replay the answer to a retry.
 func TestIdempotentSnippets(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
-	locker, err := lock.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close()
+	rdb, locker := embedded(t)
 	gin.SetMode(gin.TestMode)
 	var paid atomic.Int32
 	r := gin.New()
@@ -259,14 +238,7 @@ func TestIdempotentSnippets(t *testing.T) {
 }
 
 func TestCronTracingAndScaleSnippets(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
-	locker, err := lock.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close()
+	rdb, locker := embedded(t)
 	if err := cronJobs(locker, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -276,4 +248,18 @@ func TestCronTracingAndScaleSnippets(t *testing.T) {
 	if err := scale(nil, rdb, rdb, rdb); !errors.Is(err, lock.ErrInvalid) {
 		t.Fatalf("scale with one node three times = %v, want ErrInvalid", err)
 	}
+}
+
+// embedded returns a Redis client and a lock Client on an embedded Redis,
+// both closed when the test ends.
+func embedded(t *testing.T) (*redis.Client, *lock.Client) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	locker, err := lock.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = locker.Close() })
+	return rdb, locker
 }
