@@ -52,12 +52,6 @@ func (r *recorder) Renewed(rn lock.Renewal) {
 	r.renewals = append(r.renewals, rn)
 }
 
-func (r *recorder) counts() (acquires, releases, renewals int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.acquires), len(r.releases), len(r.renewals)
-}
-
 func TestObserverSeesEveryOutcome(t *testing.T) {
 	t.Parallel()
 	mr, rdb := locktest.NewRedis(t)
