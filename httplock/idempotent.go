@@ -64,9 +64,8 @@ import (
 //     [WithMaxAnswerBody], the handler did not flush or hijack, nor call
 //     WriteHeader with a 5xx status after the header (too late to send,
 //     as with net/http, but the run failed), and the lock still holds the
-//     key. The store (one script call on one key,
-//     bounded by
-//     [WithStoreTimeout]) is fenced by the run lock's fencing token
+//     key. The store (one script call on one key, each attempt bounded
+//     by [WithStoreTimeout]) is fenced by the run lock's fencing token
 //     ([lock.FencingToken]): it is refused when an answer with the same or
 //     a newer token is stored, so a run whose lease lapsed never
 //     overwrites the answer of a later run. A Locker whose lock context
@@ -74,9 +73,14 @@ import (
 //     stores with token 0, written only where no answer is stored. The
 //     stored answer has a TTL of [WithRetention];
 //   - then the lock is released (the answer waits for the release 100 ms
-//     at most), and the answer is sent. A failed store is logged and the
-//     client gets the handler's answer all the same; a handler that
-//     panics releases the lock, stores nothing, and the panic goes on.
+//     at most), and the answer is sent. When the first attempt to store
+//     fails or times out, the answer is sent at once and the lock is kept
+//     while the store is retried, until Redis takes the answer or the
+//     hold ends (see [WithStoreTimeout]): a retry of the request meanwhile
+//     is answered 409 (503 while Redis does not answer), and runs the
+//     handler again only if Redis stayed away past the lease's validity,
+//     as after a crash. A handler that panics releases the lock, stores
+//     nothing, and the panic goes on.
 //
 // An answer is a Redis hash under [WithKeyPrefix] + "answer:" and the
 // escaped method, route, scope and K; the run lock's key is the same

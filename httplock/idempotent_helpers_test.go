@@ -38,13 +38,14 @@ func newIdemEnv(t *testing.T) *idemEnv {
 	return &idemEnv{srv: srv, rdb: rdb, locker: locker}
 }
 
-// waitReleased waits until the releases running in the background ended.
+// waitReleased waits until the stores being retried and the releases
+// running in the background ended.
 func waitReleased(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for httpkit.ReleasesInFlight() != 0 {
+	for retrying.Load() != 0 || httpkit.ReleasesInFlight() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d releases still running after 5 s", httpkit.ReleasesInFlight())
+			t.Fatalf("%d stores being retried, %d releases still running after 5 s", retrying.Load(), httpkit.ReleasesInFlight())
 		}
 		time.Sleep(time.Millisecond)
 	}

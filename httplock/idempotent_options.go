@@ -27,7 +27,7 @@ const (
 	DefaultMaxRequestBody = 1 << 20
 	// DefaultKeyPrefix starts every Redis key the middleware writes.
 	DefaultKeyPrefix = "idempotency:"
-	// DefaultStoreTimeout bounds the write of an answer to Redis.
+	// DefaultStoreTimeout bounds each attempt to write an answer to Redis.
 	DefaultStoreTimeout = 2 * time.Second
 )
 
@@ -200,10 +200,20 @@ func WithIdempotencyLockOptions(opts ...lock.LockOption) IdempotencyOption {
 	return func(c *idempotencyConfig) { c.lockOpts = append(c.lockOpts, opts...) }
 }
 
-// WithStoreTimeout bounds the write of an answer to Redis; the client
-// gets the handler's answer when the write fails or times out (outcome
-// "store-failed"), only later. d must be positive. Default
-// [DefaultStoreTimeout] (2 s).
+// WithStoreTimeout bounds each attempt to store an answer in Redis, and
+// so how long the client waits for the handler's answer after the
+// handler returned: when the first attempt fails or times out (outcome
+// "store-failed"), the answer is sent at once, and the run keeps its run
+// lock and tries again, each attempt bounded by d, 100 ms apart, until
+// Redis takes the answer or refuses it, or the hold ends (the lease lost
+// because Redis stayed away past its validity, or the lock Client
+// closed); only then is the lock released. Meanwhile a retry of the
+// request is answered 409 (503 while Redis does not answer). Not retried:
+// an error reply of Redis that does not pass by itself (out of memory, a
+// key of another type; loading, read-only, busy and cluster-down replies
+// are retried), a closed go-redis client, and a Locker whose holds
+// [lock.Held] does not know: their run lock is released after the first
+// attempt. d must be positive. Default [DefaultStoreTimeout] (2 s).
 func WithStoreTimeout(d time.Duration) IdempotencyOption {
 	return func(c *idempotencyConfig) {
 		c.storeTimeout = d
@@ -214,8 +224,9 @@ func WithStoreTimeout(d time.Duration) IdempotencyOption {
 }
 
 // WithLogger sets the logger of answers not stored and failed stores
-// (level Warn) and of Redis failures and bodies read before the
-// middleware (level Error). Records name the
+// (level Warn), of answers stored after a failed first attempt (level
+// Info), and of Redis failures and bodies read before the middleware
+// (level Error). Records name the
 // method, the route and a digest of the key, never the raw key, the scope
 // or a body. l must not be nil. Default [slog.Default] at each record.
 func WithLogger(l *slog.Logger) IdempotencyOption {
@@ -232,7 +243,10 @@ func WithLogger(l *slog.Logger) IdempotencyOption {
 // span is): "ran" (the handler ran and its answer is stored),
 // "not-stored" (ran, answer not storable: status filter, too large,
 // flushed, hijacked, a 5xx status set after the header, lease lost, or a
-// newer answer stored), "store-failed" (ran, Redis failed to store),
+// newer answer stored), "store-failed" (ran, the first attempt to store
+// the answer failed or timed out: it was sent without waiting for Redis
+// further, and its store is retried while the run lock holds, see
+// [WithStoreTimeout]),
 // "replayed", "conflict" (409), "mismatch" (422), "missing-key",
 // "invalid-key", "missing-scope", "unreadable-body" (400), "too-large"
 // (413), "consumed-body" (500: an earlier middleware read the body),

@@ -13,7 +13,9 @@ import (
 
 // run runs next holding the run lock, stores its answer if it may, then
 // releases the lock and sends the answer. r2's context is the lock
-// context.
+// context. When the first store fails and may be tried again (see
+// idempotent_retry.go), the answer is sent at once and the lock is kept,
+// released by the store's retries when they end.
 func (q *idemRequest) run(w http.ResponseWriter, r2 *http.Request, unlock lock.UnlockFunc, next func(http.ResponseWriter, *http.Request)) {
 	held := r2.Context()
 	tracked := lock.Held(held, q.runKey)
@@ -30,21 +32,37 @@ func (q *idemRequest) run(w http.ResponseWriter, r2 *http.Request, unlock lock.U
 	next(rec, r2)
 	returned = true
 	rec.finish()
-	outcome := q.store(rec, held, tracked, token)
-	httpkit.Release(unlock)
+	outcome := "not-stored"
+	if a := q.answer(rec, held, tracked); a != nil {
+		var err error
+		outcome, err = q.store(a, token)
+		if err != nil {
+			// A Locker whose holds lock.Held does not know gives no sign
+			// of the hold's end: its store is not retried.
+			retry := tracked && retryable(err)
+			q.log().Warn("httplock: storing an idempotent answer failed", "error", err, "retrying", retry)
+			if retry {
+				q.keepStoring(held, unlock, a, token, err)
+				unlock = nil
+			}
+		}
+	}
+	if unlock != nil {
+		httpkit.Release(unlock)
+	}
 	rec.send()
 	q.m.cfg.outcome(q.r.Context(), outcome)
 }
 
-// store stores the handler's answer if it may, fenced by token, and
-// returns the outcome.
-func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool, token uint64) string {
+// answer returns the handler's answer to store, or nil when it may not
+// be stored (logged at level Warn, but for the app's own status filter).
+func (q *idemRequest) answer(rec *recorder, held context.Context, tracked bool) *storedAnswer {
 	cfg := &q.m.cfg
 	why := rec.streamed
 	switch {
 	case why != "":
 	case rec.status >= 500 || !cfg.storedStatus(rec.status):
-		return "not-stored" // the app's choice: not worth a log record
+		return nil // the app's choice: not worth a log record
 	case rec.failed:
 		why = "the handler set a 5xx status after its answer began"
 	case tracked && !lock.Held(held, q.runKey):
@@ -52,7 +70,7 @@ func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool, t
 	}
 	if why != "" {
 		q.log().Warn("httplock: idempotent answer not stored", "reason", why)
-		return "not-stored"
+		return nil
 	}
 	a := &storedAnswer{fp: q.fp, status: rec.status, header: http.Header{}, body: rec.body}
 	for _, name := range cfg.storedHeaders {
@@ -60,18 +78,30 @@ func (q *idemRequest) store(rec *recorder, held context.Context, tracked bool, t
 			a.header[name] = vs
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), cfg.storeTimeout)
-	defer cancel()
-	ok, err := storeAnswer(ctx, q.m.rdb, q.answerKey, token, cfg.retention, a)
+	return a
+}
+
+// store makes the first attempt to store a, fenced by token and bounded
+// by the store timeout, and returns the outcome, with the attempt's error
+// for "store-failed" (logged by the caller).
+func (q *idemRequest) store(a *storedAnswer, token uint64) (string, error) {
+	res, err := q.storeOnce(context.WithoutCancel(q.r.Context()), a, token)
 	switch {
 	case err != nil:
-		q.log().Warn("httplock: storing an idempotent answer failed", "error", err)
-		return "store-failed"
-	case !ok:
+		return "store-failed", err
+	case res == storeRefused:
 		q.log().Warn("httplock: idempotent answer not stored", "reason", "a newer answer is stored")
-		return "not-stored"
+		return "not-stored", nil
 	}
-	return "ran"
+	return "ran", nil
+}
+
+// storeOnce is one attempt to store a, bounded by the store timeout and
+// ctx.
+func (q *idemRequest) storeOnce(ctx context.Context, a *storedAnswer, token uint64) (storeResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.m.cfg.storeTimeout)
+	defer cancel()
+	return storeAnswer(ctx, q.m.rdb, q.answerKey, token, q.m.cfg.retention, a)
 }
 
 // notObtained answers a request whose run lock was not taken.

@@ -90,17 +90,29 @@ func loadAnswer(ctx context.Context, rdb redis.UniversalClient, key string) (*st
 	return &a, nil
 }
 
+// storeResult is what became of a store that Redis ran.
+type storeResult int
+
+const (
+	storeRefused storeResult = iota // an answer with a newer token is stored, or any with token 0
+	storeWritten                    // the answer is stored now
+	storeOurs                       // an answer with the same token is stored: an earlier attempt's
+)
+
 // storeAnswer writes a under key with a TTL of retention, fenced by token
-// (0: none, written only where no answer is stored), bounded by ctx. It
-// reports whether the answer was written; false means a newer answer is
-// stored. When ctx ends first, Redis may still write the answer later.
-func storeAnswer(ctx context.Context, rdb redis.UniversalClient, key string, token uint64, retention time.Duration, a *storedAnswer) (bool, error) {
+// (0: none, written only where no answer is stored), bounded by ctx, and
+// tells what became of it (see storeResult). When ctx ends first, Redis
+// may still write the answer later.
+func storeAnswer(ctx context.Context, rdb redis.UniversalClient, key string, token uint64, retention time.Duration, a *storedAnswer) (storeResult, error) {
 	headers := encodeHeader(a.header)
 	n, err := bounded(ctx, func(ctx context.Context) (int, error) {
 		return storeScript.Run(ctx, rdb, []string{key}, strconv.FormatUint(token, 10),
 			retention.Milliseconds(), a.fp[:], a.status, headers, a.body).Int()
 	})
-	return n == 1, err
+	if err != nil {
+		return storeRefused, err
+	}
+	return storeResult(n), nil
 }
 
 // encodeHeader writes every value of h as the length-prefixed name and

@@ -13,19 +13,24 @@ func TestIdempotentFencedStore(t *testing.T) {
 	e := newIdemEnv(t)
 	ctx := context.Background()
 	a := &storedAnswer{status: 201, header: http.Header{}, body: []byte("x")}
+	const w, ours, refused = storeWritten, storeOurs, storeRefused
 	for _, step := range []struct {
-		token  uint64
-		stored bool
+		token uint64
+		want  storeResult
 	}{
-		{0, true}, {0, false}, {9, true}, {9, false}, {5, false}, {10, true}, {0, false},
-		{1 << 62, true}, {1<<62 - 1, false}, {1<<62 + 1, true},
+		{0, w}, {0, refused}, {9, w}, {9, ours}, {5, refused}, {10, w}, {0, refused},
+		{1 << 62, w}, {1 << 62, ours}, {1<<62 - 1, refused}, {1<<62 + 1, w},
 	} {
+		before := e.srv.HGet("a", "body")
 		a.body = []byte{byte(step.token)}
-		ok, err := storeAnswer(ctx, e.rdb, "a", step.token, time.Minute, a)
-		if err != nil || ok != step.stored {
-			t.Fatalf("store with token %d: %v, %v; want %v", step.token, ok, err, step.stored)
+		got, err := storeAnswer(ctx, e.rdb, "a", step.token, time.Minute, a)
+		if err != nil || got != step.want {
+			t.Fatalf("store with token %d: %v, %v; want %v", step.token, got, err, step.want)
 		}
-		if tok := e.srv.HGet("a", "token"); ok && tok != strconv.FormatUint(step.token, 10) {
+		if body := e.srv.HGet("a", "body"); got != w && body != before {
+			t.Fatalf("store with token %d, not written, changed the body from %q to %q", step.token, before, body)
+		}
+		if tok := e.srv.HGet("a", "token"); got == w && tok != strconv.FormatUint(step.token, 10) {
 			t.Fatalf("stored token %s, want %d", tok, step.token)
 		}
 	}
@@ -37,8 +42,8 @@ func TestIdempotentAnswerEncoding(t *testing.T) {
 	want := &storedAnswer{status: 418, body: []byte{0, '\r', '\n', 0xff},
 		header: http.Header{"Content-Type": {"a/b; x=\"1:2\""}, "Location": {"/x\n", ""}, "X-Empty": {"v"}}}
 	copy(want.fp[:], strings.Repeat("\x00\xff", 16))
-	if ok, err := storeAnswer(ctx, e.rdb, "a", 1, time.Minute, want); !ok || err != nil {
-		t.Fatalf("store: %v %v", ok, err)
+	if res, err := storeAnswer(ctx, e.rdb, "a", 1, time.Minute, want); res != storeWritten || err != nil {
+		t.Fatalf("store: %v %v", res, err)
 	}
 	got, err := loadAnswer(ctx, e.rdb, "a")
 	if err != nil || got.status != want.status || got.fp != want.fp || string(got.body) != string(want.body) ||
