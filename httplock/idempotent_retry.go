@@ -46,10 +46,10 @@ var retrying atomic.Int64
 
 // retryable reports whether a store that failed with err may be tried
 // again: Redis did not answer in time or the connection failed, or Redis
-// answered with an error that passes (it is loading its data, a replica
-// that was promoted is read-only, the cluster is down). Other error
-// replies (out of memory, a key of another type) and a closed go-redis
-// client are final.
+// answered with an error that passes (it is loading its data, busy with
+// a script, a replica since a failover, the cluster is down, the script
+// left its cache). Other error replies (out of memory, a key of another
+// type) and a closed go-redis client are final.
 func retryable(err error) bool {
 	var reply redis.Error
 	switch {
@@ -58,7 +58,7 @@ func retryable(err error) bool {
 	case !errors.As(err, &reply):
 		return true
 	}
-	for _, p := range []string{"LOADING", "READONLY", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN"} {
+	for _, p := range []string{"LOADING", "READONLY", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "NOSCRIPT"} {
 		if redis.HasErrorPrefix(err, p+" ") {
 			return true
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/lockkit/lockkit/internal/httpkit"
@@ -75,7 +76,7 @@ func (q *idemRequest) answer(rec *recorder, held context.Context, tracked bool) 
 	a := &storedAnswer{fp: q.fp, status: rec.status, header: http.Header{}, body: rec.body}
 	for _, name := range cfg.storedHeaders {
 		if vs := rec.header[name]; len(vs) > 0 {
-			a.header[name] = vs
+			a.header[name] = slices.Clone(vs) // the sent header's, retried stores may read later
 		}
 	}
 	return a
