@@ -17,7 +17,7 @@ const failedOrders = 10
 // that, to any replica, replays that answer.
 func TestIdempotencyFailedRunRunsAgain(t *testing.T) {
 	t.Parallel()
-	f := startFleet(t, fleetConfig{lease: onceLease, storeTimeout: onceStoreTimeout})
+	f := startFleet(t, fleetConfig{lease: onceLease})
 	run := randomHex(4)
 	for o := 1; o <= failedOrders; o++ {
 		order := strconv.Itoa(o)

@@ -39,7 +39,8 @@ type fleet struct {
 	proxy  *locktest.Proxy // between replica 0 and Redis, with fleetConfig.proxied
 }
 
-// fleetConfig sets the replicas' lock lease, store timeout, whether
+// fleetConfig sets the replicas' lock lease, store timeout (0:
+// httplock's default), whether
 // their go-redis clients have ContextTimeoutEnabled (always with
 // LOCKKIT_CONTEXT_TIMEOUT=1), and whether replica 0 reaches Redis
 // through a proxy.

@@ -36,7 +36,7 @@ func TestIdempotencyGoneClientNeitherUnavailableNorConflict(t *testing.T) {
 		{name: "the run lock's acquisition", hold: "{" + runPrefix},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := startFleet(t, fleetConfig{lease: onceLease, storeTimeout: onceStoreTimeout, proxied: true})
+			f := startFleet(t, fleetConfig{lease: onceLease, proxied: true})
 			seen := f.proxy.HoldBackFirst(tc.hold, goneHold)
 			r := request{order: 1, replica: 0, key: "gone-" + randomHex(4), amount: 101, timeout: goneTimeout}
 			if a := f.pay(r, phaseFirst); !timedOut(a) {

@@ -43,7 +43,7 @@ type replicaConfig struct {
 	Redis        string        // the redis-server's address
 	Bank         string        // the bank's base URL
 	Lease        time.Duration // the lock Client's default lease
-	StoreTimeout time.Duration // httplock.WithStoreTimeout
+	StoreTimeout time.Duration // httplock.WithStoreTimeout; 0: the default
 	// ContextTimeout gives the replica's go-redis client
 	// ContextTimeoutEnabled, under which go-redis itself ends a call at
 	// its context's deadline; without it, only its ReadTimeout (3 s) does.
@@ -83,12 +83,15 @@ func serveReplica(v string) error {
 		return err
 	}
 	outcomes := &outcomeCounts{n: map[string]int{}}
-	idem := httplock.Idempotent(c, rdb,
+	opts := []httplock.IdempotencyOption{
 		httplock.WithKeyRequired(),
-		httplock.WithStoreTimeout(cfg.StoreTimeout),
 		httplock.WithLogger(logger),
 		httplock.WithOutcome(outcomes.add),
-	)
+	}
+	if cfg.StoreTimeout > 0 {
+		opts = append(opts, httplock.WithStoreTimeout(cfg.StoreTimeout))
+	}
+	idem := httplock.Idempotent(c, rdb, opts...)
 	mux := http.NewServeMux()
 	mux.Handle(payRoute, idem(&payService{name: cfg.Name, bank: cfg.Bank, client: &http.Client{}}))
 	mux.Handle("GET /outcomes", outcomes)
