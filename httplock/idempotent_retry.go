@@ -27,6 +27,11 @@ import (
 //     Redis stayed away past its validity, or the lock Client closed. It
 //     checks the hold every holdCheck and cuts off the attempt under way
 //     then: it outlives the hold by holdCheck at most;
+//   - stops, likewise, once the answer's retention ([WithRetention]) has
+//     passed since the first attempt: an answer stored then would have
+//     expired already, and a hold renewed by another Redis than the
+//     answers' (or an error reply that passes, answered forever) would
+//     keep the retries and the run lock forever;
 //   - then releases the run lock ([httpkit.Release]).
 //
 // Redis may still run an attempt its caller gave up on; the fence makes
@@ -127,6 +132,11 @@ func (q *idemRequest) retryStore(held context.Context, a *storedAnswer, token ui
 			case !lock.Held(held, q.runKey):
 				q.log().Warn("httplock: idempotent answer not stored",
 					"reason", "the run lock's hold ended before Redis took the answer",
+					"attempts", attempts, "last_error", lastErr, "after", time.Since(start).Round(time.Millisecond))
+				return
+			case now.Sub(start) >= q.m.cfg.retention:
+				q.log().Warn("httplock: idempotent answer not stored",
+					"reason", "the answer's retention passed before Redis took it",
 					"attempts", attempts, "last_error", lastErr, "after", time.Since(start).Round(time.Millisecond))
 				return
 			case results == nil && !now.Before(next):
