@@ -1,0 +1,70 @@
+package httplock
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/locktest"
+	"github.com/lockkit/lockkit/lock"
+)
+
+// TestIdempotentReviewResumeJustBeforeValidity stops Redis (SIGSTOP)
+// while the handler runs and resumes it 200 ms before the run lock's
+// validity ends (a fixed lease: the validity ends lease less the drift
+// allowance after the acquisition, whatever Redis does): the store's
+// retries, 100 ms apart, land within the validity, and a retry of the
+// request once they ended gets the answer replayed: the handler ran
+// once. Rows: the store script is in Redis's script cache or not (then
+// the attempt Redis got while stopped ends in NOSCRIPT).
+func TestIdempotentReviewResumeJustBeforeValidity(t *testing.T) {
+	for _, cached := range []bool{false, true} {
+		t.Run(map[bool]string{false: "script not cached", true: "script cached"}[cached], func(t *testing.T) {
+			e := newIdemEnv(t)
+			if cached {
+				if err := storeScript.Load(context.Background(), e.rdb).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const lease, margin = 1500 * time.Millisecond, 200 * time.Millisecond
+			var runs atomic.Int64
+			started, proceed := make(chan struct{}), make(chan struct{})
+			s := replica(t, e, e.rdb, func(w http.ResponseWriter, r *http.Request) {
+				if runs.Add(1) == 1 {
+					close(started)
+					<-proceed
+				}
+				_, _ = io.WriteString(w, "paid")
+			}, WithStoreTimeout(300*time.Millisecond), WithIdempotencyAcquireTimeout(300*time.Millisecond),
+				WithIdempotencyLockOptions(lock.WithFixedLease(lease)))
+			sent := time.Now() // before the acquisition: its validity ends later
+			first := make(chan error, 1)
+			go func() {
+				resp, body, err := post(context.Background(), s, "k", "b")
+				if err == nil && (resp.StatusCode != http.StatusOK || body != "paid") {
+					t.Errorf("the first request: %d %q, want the handler's answer", resp.StatusCode, body)
+				}
+				first <- err
+			}()
+			locktest.Within(t, started, locktest.Bound(5*time.Second), "the handler's run")
+			e.srv.Pause()
+			t.Cleanup(e.srv.Resume)
+			close(proceed)
+			if err := <-first; err != nil {
+				t.Fatal(err)
+			}
+			e.checkOutcomes(t, "store-failed")
+			time.Sleep(time.Until(sent.Add(lease - margin)))
+			e.srv.Resume()
+			waitReleased(t)
+			resp, body, err := post(context.Background(), s, "k", "b")
+			if err != nil || resp.StatusCode != http.StatusOK || body != "paid" || resp.Header.Get(ReplayedHeader) != "true" || runs.Load() != 1 {
+				t.Fatalf("retry once the retries ended: %v %v %q after %d runs, want the answer replayed after 1 run",
+					resp, err, body, runs.Load())
+			}
+		})
+	}
+}
