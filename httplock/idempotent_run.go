@@ -24,14 +24,14 @@ func (q *idemRequest) run(w http.ResponseWriter, r2 *http.Request, unlock lock.U
 	// was lost, it would be 0.
 	token, _ := lock.FencingToken(held, q.runKey) // 0 without a token
 	rec := newRecorder(w, q.m.cfg.maxAnswerBody)
-	returned := false
 	defer func() {
-		if !returned {
-			httpkit.Release(unlock) // the handler panicked: nothing is stored
+		if unlock != nil {
+			// The handler, or the app's code after it (the status filter,
+			// the logger), panicked: nothing is stored.
+			httpkit.Release(unlock)
 		}
 	}()
 	next(rec, r2)
-	returned = true
 	rec.finish()
 	outcome := "not-stored"
 	if a := q.answer(rec, held, tracked); a != nil {
@@ -50,6 +50,7 @@ func (q *idemRequest) run(w http.ResponseWriter, r2 *http.Request, unlock lock.U
 	}
 	if unlock != nil {
 		httpkit.Release(unlock)
+		unlock = nil
 	}
 	rec.send()
 	q.m.cfg.outcome(q.r.Context(), outcome)
