@@ -20,7 +20,11 @@ import (
 // Redis does not answer) and no retry runs the handler again. One
 // goroutine per such run (keepStoring) then
 //   - waits storeRetryPause and tries again, each attempt bounded by the
-//     store timeout, until Redis takes the answer (logged at level Info)
+//     store timeout and started a store timeout after the one before at
+//     the earliest (an attempt that fails at once, on an error reply or a
+//     refused connection, is not repeated every storeRetryPause: each
+//     sends the whole answer), until Redis takes the answer (logged at
+//     level Info)
 //     or refuses it (an answer with a newer token is stored, or an error
 //     reply that is not transient: logged at level Warn);
 //   - stops when the hold ends first (level Warn): the lease lost because
@@ -101,6 +105,7 @@ func (q *idemRequest) retryStore(held context.Context, a *storedAnswer, token ui
 	)
 	defer func() { cancel() }()
 	attempts, next := 1, start.Add(storeRetryPause)
+	var began time.Time // of the attempt under way
 	for {
 		select {
 		case r := <-results:
@@ -126,7 +131,7 @@ func (q *idemRequest) retryStore(held context.Context, a *storedAnswer, token ui
 					"error", r.err, "attempts", attempts)
 				return
 			}
-			lastErr, next = r.err, time.Now().Add(storeRetryPause)
+			lastErr, next = r.err, latest(time.Now().Add(storeRetryPause), began.Add(q.m.cfg.storeTimeout))
 		case now := <-tick.C:
 			switch {
 			case !lock.Held(held, q.runKey):
@@ -141,6 +146,7 @@ func (q *idemRequest) retryStore(held context.Context, a *storedAnswer, token ui
 				return
 			case results == nil && !now.Before(next):
 				attempts++
+				began = now
 				results, cancel = q.attempt(base, a, token)
 			}
 		}
@@ -158,4 +164,12 @@ func (q *idemRequest) attempt(ctx context.Context, a *storedAnswer, token uint64
 		ch <- attemptResult{res, err}
 	}()
 	return ch, cancel
+}
+
+// latest returns the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
