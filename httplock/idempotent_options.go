@@ -204,10 +204,12 @@ func WithIdempotencyLockOptions(opts ...lock.LockOption) IdempotencyOption {
 // so how long the client waits for the handler's answer after the
 // handler returned: when the first attempt fails or times out (outcome
 // "store-failed"), the answer is sent at once, and the run keeps its run
-// lock and tries again, each attempt bounded by d, 100 ms apart, until
-// Redis takes the answer or refuses it, or the hold ends (the lease lost
-// because Redis stayed away past its validity, or the lock Client
-// closed); only then is the lock released. Meanwhile a retry of the
+// lock and tries again, each attempt bounded by d and begun 100 ms after
+// the one before ended and no sooner than d after it began, until Redis
+// takes the answer or refuses it, the hold ends (the lease lost because
+// Redis stayed away past its validity, or the lock Client closed), or
+// the answer's retention has passed since the first attempt (an answer
+// stored then would have expired); only then is the lock released. Meanwhile a retry of the
 // request is answered 409 (503 while Redis does not answer). Not retried:
 // an error reply of Redis that does not pass by itself (out of memory, a
 // key of another type; loading, read-only, busy and cluster-down replies

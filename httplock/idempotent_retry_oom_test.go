@@ -11,7 +11,7 @@ import (
 	"github.com/lockkit/lockkit/internal/locktest"
 )
 
-// TestIdempotentReviewOutOfMemory runs the handler and then makes Redis
+// TestIdempotentOutOfMemoryReleasesRunLock runs the handler and then makes Redis
 // refuse writes (maxmemory 1 byte, noeviction), so the store is answered
 // OOM, an error reply that does not pass by itself: it is not retried,
 // the run lock is released, no goroutine is left, and the log says Redis
@@ -19,7 +19,7 @@ import (
 // memory is answered 503 without running the handler (the run lock
 // cannot be written); once Redis has memory again, the retry runs the
 // handler anew, as after any answer that was not stored.
-func TestIdempotentReviewOutOfMemory(t *testing.T) {
+func TestIdempotentOutOfMemoryReleasesRunLock(t *testing.T) {
 	e := newIdemEnv(t)
 	ctx := context.Background()
 	var runs atomic.Int64

@@ -47,13 +47,13 @@ func (g *lateStores) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return next
 }
 
-// TestIdempotentReviewLateRetriedStoresAfterNewerRun runs replica A,
+// TestIdempotentLateStoresNeverReplaceNewerAnswer runs replica A,
 // whose lock Client reaches Redis through a proxy frozen as its handler
 // returns, so that its lease lapses while its store is retried, and
 // whose stores, the first and the retried ones, Redis runs only after
 // replica B ran the request again and stored its own answer: none of
 // A's stores replaces B's answer, which both replicas replay.
-func TestIdempotentReviewLateRetriedStoresAfterNewerRun(t *testing.T) {
+func TestIdempotentLateStoresNeverReplaceNewerAnswer(t *testing.T) {
 	e := newIdemEnv(t)
 	proxy := locktest.StartProxy(t, e.srv.Addr)
 	lockA := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1})

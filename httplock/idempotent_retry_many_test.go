@@ -29,13 +29,13 @@ func cpuTicks(t *testing.T) int64 {
 	return u + s
 }
 
-// TestIdempotentReviewManyStalledRuns stops Redis (SIGSTOP) under 200
+// TestIdempotentManyStalledRunsEachStoredOnce stops Redis (SIGSTOP) under 200
 // runs at once, for longer than the store timeout: every store is
 // retried, one goroutine each, and once Redis resumes every answer is
 // stored, the retries end and a retry of each request is replayed: no
 // handler ran twice. The CPU the stalled runs' hold checks cost is
 // logged (clock ticks of /proc/self/stat over 2 s).
-func TestIdempotentReviewManyStalledRuns(t *testing.T) {
+func TestIdempotentManyStalledRunsEachStoredOnce(t *testing.T) {
 	const n = 200
 	e := newIdemEnv(t)
 	var started sync.WaitGroup

@@ -22,14 +22,14 @@ func (p panicky) Handle(ctx context.Context, r slog.Record) error {
 
 func (p panicky) WithAttrs(as []slog.Attr) slog.Handler { return panicky{p.Handler.WithAttrs(as)} }
 
-// TestIdempotentReviewAppPanicAfterRunReleases runs a handler after
+// TestIdempotentAppPanicAfterRunReleases runs a handler after
 // which the app's code panics: its status filter ([WithStoredStatus])
 // on the answer, or its logger ([WithLogger]) on the record of a failed
 // store (a key of another type holds the answer's name). The panic goes
 // on, as the handler's own would, and the run lock is released, not
 // kept (and renewed) until the lock Client closes: a retry of the
 // request runs again instead of getting 409 forever.
-func TestIdempotentReviewAppPanicAfterRunReleases(t *testing.T) {
+func TestIdempotentAppPanicAfterRunReleases(t *testing.T) {
 	answer, run := keys(DefaultKeyPrefix, "POST", payRoute, "", "k")
 	for _, tc := range []struct {
 		name string

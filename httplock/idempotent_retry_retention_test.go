@@ -12,7 +12,7 @@ import (
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
-// TestIdempotentReviewStoreFailingForeverEndsAtRetention keeps answers
+// TestIdempotentFailingStoreEndsAtRetention keeps answers
 // in another Redis than the run lock's, which renews the hold, and makes
 // every store fail with an error that passes: the answers' Redis is a
 // replica (READONLY: a demoted primary after a failover), or it is
@@ -21,7 +21,7 @@ import (
 // already): the retries end and the run lock is released. Against the
 // replica, which reads, a retry of the request then runs the handler
 // again, as after any answer that was not stored.
-func TestIdempotentReviewStoreFailingForeverEndsAtRetention(t *testing.T) {
+func TestIdempotentFailingStoreEndsAtRetention(t *testing.T) {
 	for _, stopped := range []bool{false, true} {
 		t.Run(map[bool]string{false: "read-only", true: "stopped"}[stopped], func(t *testing.T) {
 			e := newIdemEnv(t)

@@ -34,13 +34,13 @@ func (c *storeCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return next
 }
 
-// TestIdempotentReviewFastFailuresRetriedOncePerStoreTimeout keeps
+// TestIdempotentFastFailuresRetriedOncePerStoreTimeout keeps
 // answers in a replica, which refuses every store at once (READONLY, an
 // error that passes), while the run lock's Redis renews the hold: the
 // store is tried again at most once per store timeout, as when Redis
 // does not answer, not every 100 ms (each attempt sends the whole
 // answer: 200 runs of 64 KiB answers sent Redis 218 MB/s).
-func TestIdempotentReviewFastFailuresRetriedOncePerStoreTimeout(t *testing.T) {
+func TestIdempotentFastFailuresRetriedOncePerStoreTimeout(t *testing.T) {
 	e := newIdemEnv(t)
 	answers := redistest.StartReplica(t, e.srv.Server).Client(t)
 	calls := new(storeCalls)

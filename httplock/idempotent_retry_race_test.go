@@ -13,13 +13,13 @@ import (
 	"github.com/lockkit/lockkit/internal/locktest"
 )
 
-// TestIdempotentReviewDuplicatesRaceRetriedStore runs two replicas, each
+// TestIdempotentDuplicatesRacingRetriedStoreRunOnce runs two replicas, each
 // with a lock Client of its own, stops Redis (SIGSTOP) while replica A's
 // handler runs, for longer than the store timeout, and sends duplicates
 // to both replicas, 8 at a time, as Redis resumes, while A's store is
 // being retried: each is turned away (409, or 503 while Redis does not
 // answer) or gets the answer replayed, and the handler runs once.
-func TestIdempotentReviewDuplicatesRaceRetriedStore(t *testing.T) {
+func TestIdempotentDuplicatesRacingRetriedStoreRunOnce(t *testing.T) {
 	e := newIdemEnv(t)
 	b := &idemEnv{srv: e.srv, rdb: e.srv.Client(t), locker: locktest.NewClient(t, e.srv.Client(t))}
 	var runs atomic.Int64

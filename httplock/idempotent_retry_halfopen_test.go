@@ -15,7 +15,7 @@ import (
 	"github.com/lockkit/lockkit/internal/redistest"
 )
 
-// TestIdempotentReviewStoreConnectionFails keeps answers through a proxy
+// TestIdempotentStoreReplyLostRunsOnce keeps answers through a proxy
 // (the run lock's Redis calls go direct) and breaks the connection of
 // the first store: its reply is lost and the connection cut (the script
 // ran), or the connection goes half-open (the script never reaches
@@ -23,7 +23,7 @@ import (
 // answer, a retried store stores it once (it finds its own token, or
 // writes it), the retries end and a retry of the request is replayed:
 // the handler ran once, and the log says the answer was stored.
-func TestIdempotentReviewStoreConnectionFails(t *testing.T) {
+func TestIdempotentStoreReplyLostRunsOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cut  func(p *locktest.Proxy, answerKey string) <-chan struct{}

@@ -12,7 +12,7 @@ import (
 	"github.com/lockkit/lockkit/lock"
 )
 
-// TestIdempotentReviewResumeJustBeforeValidity stops Redis (SIGSTOP)
+// TestIdempotentResumeJustBeforeValidityRunsOnce stops Redis (SIGSTOP)
 // while the handler runs and resumes it 200 ms before the run lock's
 // validity ends (a fixed lease: the validity ends lease less the drift
 // allowance after the acquisition, whatever Redis does): the store's
@@ -20,7 +20,7 @@ import (
 // request once they ended gets the answer replayed: the handler ran
 // once. Rows: the store script is in Redis's script cache or not (then
 // the attempt Redis got while stopped ends in NOSCRIPT).
-func TestIdempotentReviewResumeJustBeforeValidity(t *testing.T) {
+func TestIdempotentResumeJustBeforeValidityRunsOnce(t *testing.T) {
 	for _, cached := range []bool{false, true} {
 		t.Run(map[bool]string{false: "script not cached", true: "script cached"}[cached], func(t *testing.T) {
 			e := newIdemEnv(t)
