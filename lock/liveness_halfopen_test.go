@@ -332,51 +332,6 @@ func TestPubSubReconnectAroundHandOff(t *testing.T) {
 	}
 }
 
-// TestSubscriptionAcrossRedisDown: Redis goes down (2 s) while a waiter
-// waits and comes back empty. While it is down the receive loop redials at
-// most about every 100 ms (no busy loop); once it is back, the
-// resubscription wakes the waiter, which takes the now free key at once
-// rather than at the old holder's lease end.
-func TestSubscriptionAcrossRedisDown(t *testing.T) {
-	t.Parallel()
-	srv, admin := newReal(t)
-	var dials atomic.Int64
-	dialer := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		dials.Add(1)
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}
-	wrdb := redis.NewClient(&redis.Options{Addr: srv.Addr, Dialer: dialer})
-	t.Cleanup(func() { _ = wrdb.Close() })
-	waiter := locktest.NewClient(t, wrdb)
-	ctx := context.Background()
-	key := "down-" + randKey()
-	holdByGhost(t, admin, key, 30*time.Second)
-	done, res := lockAsync(waiter, ctx, key)
-	waitSubscribed(t, admin, key, 1)
-	waitQueued(t, admin, key, 1)
-	srv.Stop()
-	before := dials.Load()
-	time.Sleep(2 * time.Second)
-	n := dials.Load() - before
-	t.Logf("%d dials in 2 s with Redis down", n)
-	if n > 40 {
-		t.Errorf("%d dials in 2 s with Redis down: a busy loop", n)
-	}
-	back := time.Now()
-	srv.Restart()
-	locktest.Within(t, done, 5*time.Second, "the waiter")
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	defer func() { _ = res.unlock() }()
-	d := res.at.Sub(back)
-	t.Logf("the waiter got the key %v after Redis was restarted", d)
-	if d > time.Second+locktest.Bound(500*time.Millisecond) {
-		t.Errorf("the waiter got the free key %v after Redis was restarted, want within 1.5 s", d)
-	}
-}
-
 // TestManyWaitersAcrossPubSubKill: a Client waits for 100 keys on one
 // pub/sub connection; the connection is killed (CLIENT KILL TYPE pubsub)
 // and every holder releases at once, while the loop reconnects. The
