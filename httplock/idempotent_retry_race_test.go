@@ -2,11 +2,9 @@ package httplock
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,32 +20,11 @@ import (
 func TestIdempotentDuplicatesRacingRetriedStoreRunOnce(t *testing.T) {
 	e := newIdemEnv(t)
 	b := &idemEnv{srv: e.srv, rdb: e.srv.Client(t), locker: locktest.NewClient(t, e.srv.Client(t))}
-	var runs atomic.Int64
-	started, proceed := make(chan struct{}), make(chan struct{})
-	h := func(w http.ResponseWriter, r *http.Request) {
-		if runs.Add(1) == 1 {
-			close(started)
-			<-proceed
-		}
-		_, _ = io.WriteString(w, "paid")
-	}
+	g := newGate()
 	opts := []IdempotencyOption{WithStoreTimeout(300 * time.Millisecond), WithIdempotencyAcquireTimeout(300 * time.Millisecond)}
-	replicas := []*httptest.Server{replica(t, e, e.rdb, h, opts...), replica(t, b, b.rdb, h, opts...)}
-	first := make(chan error, 1)
-	go func() {
-		resp, body, err := post(context.Background(), replicas[0], "k", "b")
-		if err == nil && (resp.StatusCode != http.StatusOK || body != "paid") {
-			t.Errorf("the first request: %d %q, want the handler's answer", resp.StatusCode, body)
-		}
-		first <- err
-	}()
-	locktest.Within(t, started, locktest.Bound(5*time.Second), "the handler's run")
-	e.srv.Pause()
-	t.Cleanup(e.srv.Resume)
-	close(proceed)
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
+	replicas := []*httptest.Server{replica(t, e, e.rdb, g.serve, opts...), replica(t, b, b.rdb, g.serve, opts...)}
+	first, _ := e.stallFirstRun(t, replicas[0], g, "k", "b")
+	(<-first).paid(t, "the first request")
 	time.Sleep(500 * time.Millisecond) // the first store timed out; a retried attempt waits on Redis
 	if n := retrying.Load(); n != 1 {
 		t.Fatalf("%d stores being retried, want 1", n)
@@ -86,7 +63,7 @@ func TestIdempotentDuplicatesRacingRetriedStoreRunOnce(t *testing.T) {
 			t.FailNow()
 		}
 	}
-	if n := runs.Load(); n != 1 {
+	if n := g.runs.Load(); n != 1 {
 		t.Fatalf("%d runs of the handler, want 1", n)
 	}
 }

@@ -2,13 +2,10 @@ package httplock
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/lockkit/lockkit/internal/locktest"
 	"github.com/lockkit/lockkit/lock"
 )
 
@@ -30,40 +27,20 @@ func TestIdempotentResumeJustBeforeValidityRunsOnce(t *testing.T) {
 				}
 			}
 			const lease, margin = 1500 * time.Millisecond, 200 * time.Millisecond
-			var runs atomic.Int64
-			started, proceed := make(chan struct{}), make(chan struct{})
-			s := replica(t, e, e.rdb, func(w http.ResponseWriter, r *http.Request) {
-				if runs.Add(1) == 1 {
-					close(started)
-					<-proceed
-				}
-				_, _ = io.WriteString(w, "paid")
-			}, WithStoreTimeout(300*time.Millisecond), WithIdempotencyAcquireTimeout(300*time.Millisecond),
+			g := newGate()
+			s := replica(t, e, e.rdb, g.serve, WithStoreTimeout(300*time.Millisecond), WithIdempotencyAcquireTimeout(300*time.Millisecond),
 				WithIdempotencyLockOptions(lock.WithFixedLease(lease)))
 			sent := time.Now() // before the acquisition: its validity ends later
-			first := make(chan error, 1)
-			go func() {
-				resp, body, err := post(context.Background(), s, "k", "b")
-				if err == nil && (resp.StatusCode != http.StatusOK || body != "paid") {
-					t.Errorf("the first request: %d %q, want the handler's answer", resp.StatusCode, body)
-				}
-				first <- err
-			}()
-			locktest.Within(t, started, locktest.Bound(5*time.Second), "the handler's run")
-			e.srv.Pause()
-			t.Cleanup(e.srv.Resume)
-			close(proceed)
-			if err := <-first; err != nil {
-				t.Fatal(err)
-			}
+			first, _ := e.stallFirstRun(t, s, g, "k", "b")
+			(<-first).paid(t, "the first request")
 			e.checkOutcomes(t, "store-failed")
 			time.Sleep(time.Until(sent.Add(lease - margin)))
 			e.srv.Resume()
 			waitReleased(t)
 			resp, body, err := post(context.Background(), s, "k", "b")
-			if err != nil || resp.StatusCode != http.StatusOK || body != "paid" || resp.Header.Get(ReplayedHeader) != "true" || runs.Load() != 1 {
+			if err != nil || resp.StatusCode != http.StatusOK || body != "paid" || resp.Header.Get(ReplayedHeader) != "true" || g.runs.Load() != 1 {
 				t.Fatalf("retry once the retries ended: %v %v %q after %d runs, want the answer replayed after 1 run",
-					resp, err, body, runs.Load())
+					resp, err, body, g.runs.Load())
 			}
 		})
 	}

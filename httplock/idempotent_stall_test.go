@@ -2,7 +2,6 @@ package httplock
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -114,35 +113,13 @@ func stallRun(t *testing.T, e *idemEnv, lease time.Duration) (*httptest.Server, 
 	logs := new(locktest.SyncBuffer)
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	const store, stall = 300 * time.Millisecond, 1500 * time.Millisecond
-	runs := new(atomic.Int64)
-	started, proceed := make(chan struct{}, 1), make(chan struct{})
-	s := replica(t, e, e.rdb, func(w http.ResponseWriter, r *http.Request) {
-		if runs.Add(1) == 1 {
-			started <- struct{}{}
-			<-proceed
-		}
-		_, _ = io.ReadAll(r.Body)
-		_, _ = io.WriteString(w, "paid")
-	}, WithStoreTimeout(store), WithIdempotencyAcquireTimeout(300*time.Millisecond),
+	g := newGate()
+	s := replica(t, e, e.rdb, g.serve, WithStoreTimeout(store), WithIdempotencyAcquireTimeout(300*time.Millisecond),
 		WithIdempotencyLockOptions(lock.WithLease(lease)), WithLogger(logger))
-	first := make(chan string, 1)
-	go func() {
-		resp, body, err := post(context.Background(), s, "secret-key", "secret-body")
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Errorf("the first request: %v %v", resp, err)
-		}
-		first <- body
-	}()
-	locktest.Within(t, started, locktest.Bound(5*time.Second), "the handler's run")
-	e.srv.Pause()
-	t.Cleanup(e.srv.Resume) // before the server stops
-	stopped := time.Now()
-	close(proceed)
+	first, stopped := e.stallFirstRun(t, s, g, "secret-key", "secret-body")
 	select {
-	case body := <-first:
-		if body != "paid" {
-			t.Fatalf("the first request got %q, want the handler's answer", body)
-		}
+	case a := <-first:
+		a.paid(t, "the first request")
 	case <-time.After(locktest.Bound(store + 500*time.Millisecond)):
 		t.Fatal("the handler's answer waited for Redis past the store timeout")
 	}
@@ -153,7 +130,7 @@ func stallRun(t *testing.T, e *idemEnv, lease time.Duration) (*httptest.Server, 
 	}
 	e.took()
 	time.Sleep(time.Until(stopped.Add(stall))) // the incident: Redis stopped this long
-	return s, logs, runs
+	return s, logs, &g.runs
 }
 
 // checkStallLogs fails t unless logs hold every one of want, and when
