@@ -24,9 +24,8 @@ import (
 //     the earliest (an attempt that fails at once, on an error reply or a
 //     refused connection, is not repeated every storeRetryPause: each
 //     sends the whole answer), until Redis takes the answer (logged at
-//     level Info)
-//     or refuses it (an answer with a newer token is stored, or an error
-//     reply that is not transient: logged at level Warn);
+//     level Info) or refuses it (an answer with a newer token is stored,
+//     or an error reply that is not transient: logged at level Warn);
 //   - stops when the hold ends first (level Warn): the lease lost because
 //     Redis stayed away past its validity, or the lock Client closed. It
 //     checks the hold every holdCheck and cuts off the attempt under way
@@ -106,6 +105,10 @@ func (q *idemRequest) retryStore(held context.Context, a *storedAnswer, token ui
 	defer func() { cancel() }()
 	attempts, next := 1, start.Add(storeRetryPause)
 	var began time.Time // of the attempt under way
+	notStored := func(reason string, args ...any) {
+		args = append([]any{"reason", reason, "attempts", attempts, "after", time.Since(start).Round(time.Millisecond)}, args...)
+		q.log().Warn("httplock: idempotent answer not stored", args...)
+	}
 	for {
 		select {
 		case r := <-results:
@@ -115,34 +118,27 @@ func (q *idemRequest) retryStore(held context.Context, a *storedAnswer, token ui
 			case r.err == nil && r.res == storeRefused && token == 0:
 				// Without a token, an earlier attempt's answer cannot be told
 				// from another run's.
-				q.log().Warn("httplock: idempotent answer not stored", "reason", "an answer is stored",
-					"attempts", attempts)
+				notStored("an answer is stored")
 				return
 			case r.err == nil && r.res == storeRefused:
-				q.log().Warn("httplock: idempotent answer not stored", "reason", "a newer answer is stored",
-					"attempts", attempts)
+				notStored("a newer answer is stored")
 				return
 			case r.err == nil:
 				q.log().Info("httplock: idempotent answer stored after retrying", "attempts", attempts,
 					"after", time.Since(start).Round(time.Millisecond))
 				return
 			case !retryable(r.err):
-				q.log().Warn("httplock: idempotent answer not stored", "reason", "Redis refused it",
-					"error", r.err, "attempts", attempts)
+				notStored("Redis refused it", "error", r.err)
 				return
 			}
 			lastErr, next = r.err, latest(time.Now().Add(storeRetryPause), began.Add(q.m.cfg.storeTimeout))
 		case now := <-tick.C:
 			switch {
 			case !lock.Held(held, q.runKey):
-				q.log().Warn("httplock: idempotent answer not stored",
-					"reason", "the run lock's hold ended before Redis took the answer",
-					"attempts", attempts, "last_error", lastErr, "after", time.Since(start).Round(time.Millisecond))
+				notStored("the run lock's hold ended before Redis took the answer", "last_error", lastErr)
 				return
 			case now.Sub(start) >= q.m.cfg.retention:
-				q.log().Warn("httplock: idempotent answer not stored",
-					"reason", "the answer's retention passed before Redis took it",
-					"attempts", attempts, "last_error", lastErr, "after", time.Since(start).Round(time.Millisecond))
+				notStored("the answer's retention passed before Redis took it", "last_error", lastErr)
 				return
 			case results == nil && !now.Before(next):
 				attempts++
